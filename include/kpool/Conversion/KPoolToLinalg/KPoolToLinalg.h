@@ -1,0 +1,16 @@
+//===- KPoolToLinalg.h - kpool to linalg conversion -------------*- C++ -*-===//
+
+#ifndef KPOOL_CONVERSION_KPOOLTOLINALG_KPOOLTOLINALG_H
+#define KPOOL_CONVERSION_KPOOLTOLINALG_KPOOLTOLINALG_H
+
+namespace mlir {
+class RewritePatternSet;
+
+namespace kpool {
+/// Adds the patterns that lower the buffer form of the kpool ops to linalg,
+/// scf, memref, arith and math (see `convert-kpool-to-linalg`).
+void populateKPoolToLinalgPatterns(RewritePatternSet &patterns);
+} // namespace kpool
+} // namespace mlir
+
+#endif // KPOOL_CONVERSION_KPOOLTOLINALG_KPOOLTOLINALG_H

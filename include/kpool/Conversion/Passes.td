@@ -1,0 +1,48 @@
+//===- Passes.td - kpool conversion passes -----------------*- tablegen -*-===//
+
+#ifndef KPOOL_CONVERSION_PASSES_TD
+#define KPOOL_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
+  let summary = "Lower kpool ops on memrefs to linalg, scf, memref and arith";
+  let description = [{
+    Rewrites each kpool op in buffer form (memref operands, any strided
+    layout; run `one-shot-bufferize` first for the tensor form) into
+    structured IR that later passes map to CPU loops or GPU threads:
+
+    - `kpool.compress`: a `scf.parallel` over the rows of `pooled`; each row
+      finds its request by binary search over `pool_row_offsets`, checks the
+      row belongs to a pool the request completes, and runs a
+      `linalg.generic` over the `head_dim` channels with one input per member
+      row of `k`, `gate` and `ape` (the pooling function).
+    - `kpool.ring_close`: a `scf.parallel` over batch rows; a closing row
+      runs the same `linalg.generic` with its first members read from the
+      tail ring, other rows are zero-filled and get `closed_pool = -1`.
+    - `kpool.seed_tail`: a `scf.parallel` over requests copying each
+      trailing token's key and gate rows into the ring slot (`linalg.copy`).
+    - `kpool.pool_offsets`: a sequential scan (in a one-iteration
+      `scf.parallel`, so GPU mappings run it on the device).
+
+    The pooling arithmetic and the metadata arithmetic come from one place
+    (`kpool/Dialect/KPool/Utils`). All of the spec's runtime guards are in
+    the emitted IR: reversed or overlong row offsets bring no tokens, an
+    out-of-range slot neither reads nor writes the ring, a request writes
+    only its own pooled rows that exist, `num_requests` is clamped, and an
+    operand whose dynamic extent disagrees with `head_dim`/`kpool` makes the
+    op a no-op instead of an out-of-bounds access.
+
+    Pooled rows are tagged `kpool.pool_row` for the vectorization and GPU
+    mapping passes.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
+#endif // KPOOL_CONVERSION_PASSES_TD

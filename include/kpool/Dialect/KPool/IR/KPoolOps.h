@@ -1,0 +1,24 @@
+//===- KPoolOps.h - kpool operations ----------------------------*- C++ -*-===//
+
+#ifndef KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_H
+#define KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_H
+
+#include "kpool/Dialect/KPool/IR/KPoolDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "kpool/Dialect/KPool/IR/KPoolOps.h.inc"
+
+namespace mlir::kpool {
+/// Returns true for the element types the kernels support: bf16, f16, f32.
+bool isSupportedElementType(Type type);
+/// Returns true for the element types accepted for offsets, cache lengths
+/// and slots: 32-bit signless or unsigned integers (read as unsigned).
+bool isMetadataElementType(Type type);
+} // namespace mlir::kpool
+
+#endif // KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_H

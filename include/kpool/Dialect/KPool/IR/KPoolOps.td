@@ -1,0 +1,271 @@
+//===- KPoolOps.td - kpool operations ----------------------*- tablegen -*-===//
+
+#ifndef KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_TD
+#define KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_TD
+
+include "kpool/Dialect/KPool/IR/KPoolDialect.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/OpBase.td"
+
+/// A ranked tensor (value form) or a strided memref (buffer form). Ranks,
+/// shapes and element types are checked by the op verifiers so that the
+/// diagnostics can name the operand and the expected shape.
+def KPool_TensorOrMemRef : AnyTypeOf<[AnyRankedTensor, AnyStridedMemRef],
+    "ranked tensor or strided memref">;
+
+/// Static `kpool` and `head_dim`, both at least 1 (checked by the verifier
+/// with a message that names the attribute).
+defvar KPool_GeometryArgs = (ins I64Attr:$kpool, I64Attr:$head_dim);
+
+class KPool_Op<string mnemonic, list<Trait> traits = []>
+    : Op<KPool_Dialect, mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+        DestinationStyleOpInterface])> {
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// compress
+//===----------------------------------------------------------------------===//
+
+def KPool_CompressOp : KPool_Op<"compress"> {
+  let summary = "builds every pool made only of this call's tokens";
+  let description = [{
+    For each request `b`, with `s = input_row_offsets[b]`,
+    `n = input_row_offsets[b+1] - s` and `c = cache_lengths[b]`, the pools
+    `ceil(c / kpool) .. floor((c + n) / kpool) - 1` are made entirely of this
+    call's tokens. Pool `ceil(c / kpool) + j` has members at rows
+    `s + skip + j * kpool + m` (`skip = ceil(c / kpool) * kpool - c`, the
+    leading tokens that belong to a pool the ring holds) and is written to
+    row `pool_row_offsets[b] + j` of `pooled`. Member `m` uses `ape[m]`. The
+    caller supplies `pool_row_offsets` as the exclusive prefix sum of the
+    per-request pool counts (`kpool.pool_offsets` computes it).
+
+    Rows of `pooled` that no request writes keep their value, so the `outs`
+    operand is read. A request writes only rows in
+    `[pool_row_offsets[b], pool_row_offsets[b+1])` that exist in `pooled`;
+    reversed or overlong `input_row_offsets` bring no tokens.
+
+    Operands, in order: `k` and `gate` `[T_total, head_dim]`, `ape`
+    `[kpool, head_dim]` f32, `input_row_offsets` `[B+1]`, `pool_row_offsets`
+    `[B+1]`, `cache_lengths` `[B]`; `outs`: `pooled` `[P, head_dim]`.
+
+    Example:
+
+    ```mlir
+    %pooled = kpool.compress kpool(4) head_dim(128)
+        ins(%k, %gate, %ape, %iro, %pro, %cache
+            : tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<4x128xf32>,
+              tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+        outs(%init : tensor<?x128xbf16>) -> tensor<?x128xbf16>
+    ```
+  }];
+  let arguments = !con(KPool_GeometryArgs, (ins
+      KPool_TensorOrMemRef:$k,
+      KPool_TensorOrMemRef:$gate,
+      KPool_TensorOrMemRef:$ape,
+      KPool_TensorOrMemRef:$input_row_offsets,
+      KPool_TensorOrMemRef:$pool_row_offsets,
+      KPool_TensorOrMemRef:$cache_lengths,
+      KPool_TensorOrMemRef:$pooled));
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+  let assemblyFormat = [{
+    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
+    `ins` `(` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
+              $pool_row_offsets `,` $cache_lengths
+          `:` type($k) `,` type($gate) `,` type($ape) `,`
+              type($input_row_offsets) `,` type($pool_row_offsets) `,`
+              type($cache_lengths) `)`
+    `outs` `(` $pooled `:` type($pooled) `)`
+    attr-dict (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getPooledMutable();
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// seed_tail
+//===----------------------------------------------------------------------===//
+
+def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
+  let summary = "stashes the trailing members of each open pool in the tail ring";
+  let description = [{
+    For each request `b < num_requests` (clamped to `[0, B]`), with
+    `end = c + n` and `open = floor(end / kpool) * kpool`, every position `q`
+    in `[max(open, c), end)` is stored in ring slot `slot_idx[b]`:
+    `tail[slot, 0, q mod kpool, :]` gets the key row and
+    `tail[slot, 1, q mod kpool, :]` the raw gate row (no `ape`). Nothing else
+    in `tail` changes; when `end` is a multiple of `kpool` nothing is written.
+    Only tokens this call owns are written, so a prefill split into chunks
+    leaves the ring as one unsplit prefill does.
+
+    The ring is addressed by `slot_idx`, never by batch row. A slot at or past
+    the ring's first dimension neither reads nor writes it.
+
+    Operands, in order: `k` and `gate` `[T_total, head_dim]`,
+    `input_row_offsets` `[B+1]`, `cache_lengths` `[B]`, `slot_idx` `[B]`,
+    `num_requests` (i32); `outs`: `tail` `[max_slots, 2, kpool, head_dim]`,
+    read and written (the updated ring is the result on tensors).
+
+    Example:
+
+    ```mlir
+    %ring = kpool.seed_tail kpool(4) head_dim(128)
+        ins(%k, %gate, %iro, %cache, %slots
+            : tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?xui32>,
+              tensor<?xui32>, tensor<?xui32>)
+        num_requests(%n)
+        outs(%tail : tensor<?x2x4x128xbf16>) -> tensor<?x2x4x128xbf16>
+    ```
+  }];
+  let arguments = !con(KPool_GeometryArgs, (ins
+      KPool_TensorOrMemRef:$k,
+      KPool_TensorOrMemRef:$gate,
+      KPool_TensorOrMemRef:$input_row_offsets,
+      KPool_TensorOrMemRef:$cache_lengths,
+      KPool_TensorOrMemRef:$slot_idx,
+      I32:$num_requests,
+      KPool_TensorOrMemRef:$tail));
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+  let assemblyFormat = [{
+    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
+    `ins` `(` $k `,` $gate `,` $input_row_offsets `,` $cache_lengths `,`
+              $slot_idx
+          `:` type($k) `,` type($gate) `,` type($input_row_offsets) `,`
+              type($cache_lengths) `,` type($slot_idx) `)`
+    `num_requests` `(` $num_requests `)`
+    `outs` `(` $tail `:` type($tail) `)`
+    attr-dict (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getTailMutable();
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// ring_close
+//===----------------------------------------------------------------------===//
+
+def KPool_RingCloseOp : KPool_Op<"ring_close"> {
+  let summary = "closes each request's pool that the tail ring holds open";
+  let description = [{
+    For each request `b < num_requests` (clamped to `[0, B]`), with
+    `held = c mod kpool`: when `held > 0` and the request brings at least
+    `kpool - held` tokens, pool `p = floor(c / kpool)` completes in this call.
+    Its members `m < held` come from `tail[slot_idx[b], 0/1, m]`, members
+    `m >= held` from rows `s + (m - held)` of `k` and `gate`; `pooled[b]` is
+    the pooling function over them (the same arithmetic as `kpool.compress`,
+    so the pool is bit-identical to one built in a single call) and
+    `closed_pool[b] = p`. Otherwise, and for padding rows
+    `b >= num_requests`, `closed_pool[b] = -1` and `pooled[b]` is zero.
+    A slot at or past the ring's first dimension closes nothing.
+
+    `tail` is only read: run this op before `kpool.seed_tail` overwrites the
+    ring. Every row of both outputs is written, so their initial contents
+    are not read.
+
+    Operands, in order: `tail` `[max_slots, 2, kpool, head_dim]`, `k` and
+    `gate` `[T_total, head_dim]`, `ape` `[kpool, head_dim]` f32,
+    `input_row_offsets` `[B+1]`, `cache_lengths` `[B]`, `slot_idx` `[B]`,
+    `num_requests` (i32); `outs`: `pooled` `[B, head_dim]` and `closed_pool`
+    `[B]` i32.
+
+    Example:
+
+    ```mlir
+    %pooled, %closed = kpool.ring_close kpool(4) head_dim(128)
+        ins(%tail, %k, %gate, %ape, %iro, %cache, %slots
+            : tensor<?x2x4x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>,
+              tensor<4x128xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+        num_requests(%n)
+        outs(%pinit, %cinit : tensor<?x128xbf16>, tensor<?xi32>)
+        -> tensor<?x128xbf16>, tensor<?xi32>
+    ```
+  }];
+  let arguments = !con(KPool_GeometryArgs, (ins
+      KPool_TensorOrMemRef:$tail,
+      KPool_TensorOrMemRef:$k,
+      KPool_TensorOrMemRef:$gate,
+      KPool_TensorOrMemRef:$ape,
+      KPool_TensorOrMemRef:$input_row_offsets,
+      KPool_TensorOrMemRef:$cache_lengths,
+      KPool_TensorOrMemRef:$slot_idx,
+      I32:$num_requests,
+      KPool_TensorOrMemRef:$pooled,
+      KPool_TensorOrMemRef:$closed_pool));
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+  let assemblyFormat = [{
+    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
+    `ins` `(` $tail `,` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
+              $cache_lengths `,` $slot_idx
+          `:` type($tail) `,` type($k) `,` type($gate) `,` type($ape) `,`
+              type($input_row_offsets) `,` type($cache_lengths) `,`
+              type($slot_idx) `)`
+    `num_requests` `(` $num_requests `)`
+    `outs` `(` $pooled `,` $closed_pool `:` type($pooled) `,`
+               type($closed_pool) `)`
+    attr-dict (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return ::mlir::MutableOperandRange(getOperation(),
+          getPooledMutable().getOperandNumber(), 2);
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// pool_offsets
+//===----------------------------------------------------------------------===//
+
+def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets"> {
+  let summary = "exclusive prefix sum of each request's full-pool count";
+  let description = [{
+    Computes the `pool_row_offsets` operand of `kpool.compress`:
+    `pool_row_offsets[0] = 0` and
+    `pool_row_offsets[b+1] = pool_row_offsets[b] + count_b` with
+    `count_b = max(0, floor((c + n) / kpool) - ceil(c / kpool))`, the number
+    of pools made only of request `b`'s tokens in this call. A request whose
+    `input_row_offsets` are reversed counts zero pools. The sum wraps modulo
+    2^32 like the unsigned offsets it produces. This is the same metadata
+    arithmetic the `kpool.compress` lowering uses, so a graph needs no host
+    round trip to size the pooled output: its row count is the last entry.
+
+    Operands: `input_row_offsets` `[B+1]`, `cache_lengths` `[B]`; `outs`:
+    `pool_row_offsets` `[B+1]`. Only `kpool` matters here, so the op has no
+    `head_dim`.
+
+    Example:
+
+    ```mlir
+    %pro = kpool.pool_offsets kpool(4)
+        ins(%iro, %cache : tensor<?xui32>, tensor<?xui32>)
+        outs(%init : tensor<?xui32>) -> tensor<?xui32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$kpool,
+      KPool_TensorOrMemRef:$input_row_offsets,
+      KPool_TensorOrMemRef:$cache_lengths,
+      KPool_TensorOrMemRef:$pool_row_offsets);
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+  let assemblyFormat = [{
+    `kpool` `(` $kpool `)`
+    `ins` `(` $input_row_offsets `,` $cache_lengths
+          `:` type($input_row_offsets) `,` type($cache_lengths) `)`
+    `outs` `(` $pool_row_offsets `:` type($pool_row_offsets) `)`
+    attr-dict (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getPoolRowOffsetsMutable();
+    }
+  }];
+}
+
+#endif // KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_TD

@@ -1,0 +1,90 @@
+//===- Metadata.h - kpool metadata arithmetic -------------------*- C++ -*-===//
+//
+// The one implementation, as IR builders, of the per-request metadata
+// arithmetic of spec/semantics.md: where a request's rows are, which pools
+// it completes, what the ring holds. All position arithmetic is i64; the
+// 32-bit metadata is read as unsigned. Every value here is guarded so that no
+// metadata makes a kernel index outside its operands.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KPOOL_DIALECT_KPOOL_UTILS_METADATA_H
+#define KPOOL_DIALECT_KPOOL_UTILS_METADATA_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+
+namespace mlir::kpool {
+
+/// Emits helpers at the insertion point of `b`. Positions are i64 values.
+class MetadataBuilder {
+public:
+  MetadataBuilder(OpBuilder &b, Location loc, int64_t kpool)
+      : b(b), loc(loc), kpool(kpool) {}
+
+  /// i64 and index constants.
+  Value i64(int64_t v);
+  Value idx(int64_t v);
+  Value toIndex(Value i64Value);
+  Value toI64(Value indexValue);
+
+  /// Loads element `i` (index) of a 1-D memref of i32/ui32 as an unsigned i64.
+  Value loadU32(Value memref, Value i);
+
+  /// Returns `memref` unchanged if its element type is signless, else a
+  /// view of the same buffer with the signless integer element type.
+  Value signless(Value memref);
+
+  /// Number of requests the metadata describes safely: the minimum of the
+  /// given extents (index values), never negative.
+  Value minIndex(ValueRange values);
+
+  /// The rows `[start, start + count)` of request `b` in `k`/`gate`, and its
+  /// cached length. A request whose offsets are reversed or reach past
+  /// `numRows` (i64) brings no tokens (count 0).
+  struct Request {
+    Value start;  ///< s_b, i64
+    Value count;  ///< n_b, i64 (0 when the offsets are bad)
+    Value cached; ///< c_b, i64
+  };
+  Request loadRequest(Value inputRowOffsets, Value cacheLengths, Value b,
+                      Value numRows);
+
+  /// The pools made only of a request's own tokens (see `compress`).
+  struct PoolRange {
+    Value first; ///< ceil(c / K)
+    Value count; ///< max(0, floor((c + n) / K) - first)
+    Value skip;  ///< first * K - c
+  };
+  PoolRange poolRange(const Request &r);
+
+  /// What `ring_close` needs: `held = c mod K`, whether the pool completes
+  /// in this call (`held > 0 && n >= K - held`), and its id `c / K`.
+  struct PendingPool {
+    Value held;
+    Value closes; ///< i1
+    Value id;
+  };
+  PendingPool pendingPool(const Request &r);
+
+  /// The positions `[begin, end)` that `seed_tail` stashes:
+  /// `[max(floor((c+n)/K)*K, c), c+n)`.
+  std::pair<Value, Value> openTail(const Request &r);
+
+  /// Clamps the i32 `num_requests` to `[0, batch]` (batch an index value).
+  Value clampNumRequests(Value numRequests, Value batch);
+
+  /// Index of the last `b` in `[0, batch)` with `offsets[b] <= row` (i64),
+  /// by binary search; -1 (i64) when there is none. `offsets` is a 1-D
+  /// signless i32 memref read as unsigned.
+  Value findOwner(Value offsets, Value batch, Value row);
+
+private:
+  OpBuilder &b;
+  Location loc;
+  int64_t kpool;
+};
+
+} // namespace mlir::kpool
+
+#endif // KPOOL_DIALECT_KPOOL_UTILS_METADATA_H

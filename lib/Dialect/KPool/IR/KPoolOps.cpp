@@ -1,0 +1,383 @@
+//===- KPoolOps.cpp - kpool operations and verifiers ----------------------===//
+//
+// Every static mistake of the spec's "Bad input" list is a verifier error
+// that names the operand, the expected shape or type and the actual one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kpool/Dialect/KPool/IR/KPoolOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::kpool;
+
+bool mlir::kpool::isSupportedElementType(Type type) {
+  return type.isBF16() || type.isF16() || type.isF32();
+}
+
+bool mlir::kpool::isMetadataElementType(Type type) {
+  auto intType = dyn_cast<IntegerType>(type);
+  return intType && intType.getWidth() == 32 &&
+         (intType.isSignless() || intType.isUnsigned());
+}
+
+namespace {
+
+/// Formats a shape as `[?, 128]`.
+std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string str;
+  llvm::raw_string_ostream os(str);
+  os << "[";
+  llvm::interleaveComma(shape, os, [&](int64_t dim) {
+    if (ShapedType::isDynamic(dim))
+      os << "?";
+    else
+      os << dim;
+  });
+  os << "]";
+  return str;
+}
+
+/// Checks the operands of one kpool op and reports the first mistake with
+/// the op's location. An expected dimension of `ShapedType::kDynamic` accepts
+/// any size; an actual dynamic dimension is accepted against any expectation
+/// (it is checked at run time by the host entry points and guarded by the
+/// kernels).
+class OperandChecker {
+public:
+  explicit OperandChecker(Operation *op) : op(op) {}
+
+  ShapedType type(Value value) { return cast<ShapedType>(value.getType()); }
+
+  /// Checks rank and shape against `expected`, with `what` describing the
+  /// dimensions, e.g. "kpool x head_dim".
+  LogicalResult checkShape(Value value, StringRef name,
+                           ArrayRef<int64_t> expected, StringRef what) {
+    ShapedType t = type(value);
+    bool ok = t.getRank() == static_cast<int64_t>(expected.size());
+    for (auto [actual, want] : llvm::zip(t.getShape(), expected)) {
+      if (!ok)
+        break;
+      ok = ShapedType::isDynamic(actual) || ShapedType::isDynamic(want) ||
+           actual == want;
+    }
+    if (ok)
+      return success();
+    return op->emitOpError() << "expected '" << name << "' to have shape "
+                             << formatShape(expected) << " (" << what
+                             << "), got " << formatShape(t.getShape());
+  }
+
+  LogicalResult checkFloatElement(Value value, StringRef name) {
+    Type elt = type(value).getElementType();
+    if (isSupportedElementType(elt))
+      return success();
+    return op->emitOpError() << "expected '" << name
+                             << "' element type to be bf16, f16 or f32, got "
+                             << elt;
+  }
+
+  LogicalResult checkElement(Value value, StringRef name, Type expected,
+                             StringRef because) {
+    Type elt = type(value).getElementType();
+    if (elt == expected)
+      return success();
+    return op->emitOpError() << "expected '" << name << "' element type to be "
+                             << expected << because << ", got " << elt;
+  }
+
+  LogicalResult checkMetadata(Value value, StringRef name) {
+    ShapedType t = type(value);
+    if (t.getRank() != 1)
+      return op->emitOpError() << "expected '" << name
+                               << "' to have rank 1, got rank " << t.getRank();
+    if (!isMetadataElementType(t.getElementType()))
+      return op->emitOpError() << "expected '" << name
+                               << "' element type to be i32 or ui32, got "
+                               << t.getElementType();
+    return success();
+  }
+
+  /// Checks that `value` (rank 1) has `base + delta` elements where `base`
+  /// is the size of the rank-1 `baseValue`, when both sizes are static.
+  LogicalResult checkLength(Value value, StringRef name, Value baseValue,
+                            StringRef baseName, int64_t delta) {
+    int64_t actual = type(value).getDimSize(0);
+    int64_t base = type(baseValue).getDimSize(0);
+    if (ShapedType::isDynamic(actual) || ShapedType::isDynamic(base) ||
+        actual == base + delta)
+      return success();
+    auto diag = op->emitOpError() << "expected '" << name << "' to have ";
+    if (delta == 1)
+      diag << "one more element than '" << baseName << "' (" << base + delta
+           << ")";
+    else
+      diag << "as many elements as '" << baseName << "' (" << base << ")";
+    diag << ", got " << actual;
+    return diag;
+  }
+
+  /// Keys and gates: `[tokens, head_dim]`, bf16/f16/f32, same type.
+  LogicalResult checkKeysAndGates(Value k, Value gate, int64_t headDim) {
+    if (failed(checkShape(k, "k", {ShapedType::kDynamic, headDim},
+                          "tokens x head_dim")) ||
+        failed(checkFloatElement(k, "k")) ||
+        failed(checkShape(gate, "gate", {ShapedType::kDynamic, headDim},
+                          "tokens x head_dim")))
+      return failure();
+    ShapedType kt = type(k), gt = type(gate);
+    if (failed(checkElement(gate, "gate", kt.getElementType(),
+                            " (the element type of 'k')")))
+      return failure();
+    int64_t kRows = kt.getDimSize(0), gRows = gt.getDimSize(0);
+    if (!ShapedType::isDynamic(kRows) && !ShapedType::isDynamic(gRows) &&
+        kRows != gRows)
+      return op->emitOpError()
+             << "expected 'gate' to have the shape of 'k' "
+             << formatShape(kt.getShape()) << ", got "
+             << formatShape(gt.getShape());
+    return success();
+  }
+
+  LogicalResult checkApe(Value ape, int64_t kpool, int64_t headDim) {
+    if (failed(checkShape(ape, "ape", {kpool, headDim}, "kpool x head_dim")))
+      return failure();
+    return checkElement(ape, "ape", Float32Type::get(op->getContext()), "");
+  }
+
+  /// Positive geometry attributes.
+  LogicalResult checkPositive(StringRef name, int64_t value) {
+    if (value >= 1)
+      return success();
+    return op->emitOpError() << "expected '" << name
+                             << "' to be at least 1, got " << value;
+  }
+
+  /// All shaped operands are tensors (value form) or all are memrefs (buffer
+  /// form); the value form returns one result per `outs` operand and the
+  /// buffer form none.
+  LogicalResult checkForm(ArrayRef<std::pair<Value, StringRef>> operands,
+                          DestinationStyleOpInterface dps) {
+    bool tensorForm = isa<RankedTensorType>(operands.front().first.getType());
+    for (auto [value, name] : operands) {
+      if (isa<RankedTensorType>(value.getType()) == tensorForm)
+        continue;
+      return op->emitOpError()
+             << "expected all shaped operands to be "
+             << (tensorForm ? "tensors" : "memrefs") << " like '"
+             << operands.front().second << "', got '" << name << "' of type "
+             << value.getType();
+    }
+    unsigned expected = tensorForm ? dps.getNumDpsInits() : 0;
+    if (op->getNumResults() != expected)
+      return op->emitOpError()
+             << "expected " << expected << " result(s) in "
+             << (tensorForm ? "tensor" : "memref") << " form (one per 'outs' "
+             << "operand on tensors, none on memrefs), got "
+             << op->getNumResults();
+    for (auto [i, result] : llvm::enumerate(op->getResults())) {
+      Type initType = dps.getDpsInitOperand(i)->get().getType();
+      if (result.getType() != initType)
+        return op->emitOpError() << "expected result #" << i
+                                 << " to have the type of its 'outs' operand ("
+                                 << initType << "), got " << result.getType();
+    }
+    return success();
+  }
+
+private:
+  Operation *op;
+};
+
+/// Reports reads of every memref operand and writes of the memref `outs`.
+void getDpsEffects(
+    DestinationStyleOpInterface op,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    effects.emplace_back(MemoryEffects::Read::get(), &operand, /*stage=*/0,
+                         /*effectOnFullRegion=*/true,
+                         SideEffects::DefaultResource::get());
+    if (op.isDpsInit(&operand))
+      effects.emplace_back(MemoryEffects::Write::get(), &operand, /*stage=*/1,
+                           /*effectOnFullRegion=*/true,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// CompressOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CompressOp::verify() {
+  OperandChecker c(*this);
+  int64_t kpool = getKpool(), headDim = getHeadDim();
+  if (failed(c.checkPositive("kpool", kpool)) ||
+      failed(c.checkPositive("head_dim", headDim)) ||
+      failed(c.checkForm({{getK(), "k"},
+                          {getGate(), "gate"},
+                          {getApe(), "ape"},
+                          {getInputRowOffsets(), "input_row_offsets"},
+                          {getPoolRowOffsets(), "pool_row_offsets"},
+                          {getCacheLengths(), "cache_lengths"},
+                          {getPooled(), "pooled"}},
+                         *this)) ||
+      failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
+      failed(c.checkApe(getApe(), kpool, headDim)) ||
+      failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
+      failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
+      failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
+      failed(c.checkLength(getInputRowOffsets(), "input_row_offsets",
+                           getCacheLengths(), "cache_lengths", 1)) ||
+      failed(c.checkLength(getPoolRowOffsets(), "pool_row_offsets",
+                           getCacheLengths(), "cache_lengths", 1)) ||
+      failed(c.checkShape(getPooled(), "pooled",
+                          {ShapedType::kDynamic, headDim},
+                          "pools x head_dim")) ||
+      failed(c.checkElement(getPooled(), "pooled",
+                            c.type(getK()).getElementType(),
+                            " (the element type of 'k')")))
+    return failure();
+  return success();
+}
+
+void CompressOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDpsEffects(*this, effects);
+}
+
+//===----------------------------------------------------------------------===//
+// SeedTailOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SeedTailOp::verify() {
+  OperandChecker c(*this);
+  int64_t kpool = getKpool(), headDim = getHeadDim();
+  if (failed(c.checkPositive("kpool", kpool)) ||
+      failed(c.checkPositive("head_dim", headDim)) ||
+      failed(c.checkForm({{getK(), "k"},
+                          {getGate(), "gate"},
+                          {getInputRowOffsets(), "input_row_offsets"},
+                          {getCacheLengths(), "cache_lengths"},
+                          {getSlotIdx(), "slot_idx"},
+                          {getTail(), "tail"}},
+                         *this)) ||
+      failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
+      failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
+      failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
+      failed(c.checkMetadata(getSlotIdx(), "slot_idx")) ||
+      failed(c.checkLength(getInputRowOffsets(), "input_row_offsets",
+                           getCacheLengths(), "cache_lengths", 1)) ||
+      failed(c.checkLength(getSlotIdx(), "slot_idx", getCacheLengths(),
+                           "cache_lengths", 0)) ||
+      failed(c.checkShape(getTail(), "tail",
+                          {ShapedType::kDynamic, 2, kpool, headDim},
+                          "max_slots x 2 x kpool x head_dim")) ||
+      failed(c.checkElement(getTail(), "tail",
+                            c.type(getK()).getElementType(),
+                            " (the element type of 'k')")))
+    return failure();
+  return success();
+}
+
+void SeedTailOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDpsEffects(*this, effects);
+}
+
+//===----------------------------------------------------------------------===//
+// RingCloseOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RingCloseOp::verify() {
+  OperandChecker c(*this);
+  int64_t kpool = getKpool(), headDim = getHeadDim();
+  if (failed(c.checkPositive("kpool", kpool)) ||
+      failed(c.checkPositive("head_dim", headDim)) ||
+      failed(c.checkForm({{getTail(), "tail"},
+                          {getK(), "k"},
+                          {getGate(), "gate"},
+                          {getApe(), "ape"},
+                          {getInputRowOffsets(), "input_row_offsets"},
+                          {getCacheLengths(), "cache_lengths"},
+                          {getSlotIdx(), "slot_idx"},
+                          {getPooled(), "pooled"},
+                          {getClosedPool(), "closed_pool"}},
+                         *this)) ||
+      failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
+      failed(c.checkShape(getTail(), "tail",
+                          {ShapedType::kDynamic, 2, kpool, headDim},
+                          "max_slots x 2 x kpool x head_dim")) ||
+      failed(c.checkElement(getTail(), "tail",
+                            c.type(getK()).getElementType(),
+                            " (the element type of 'k')")) ||
+      failed(c.checkApe(getApe(), kpool, headDim)) ||
+      failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
+      failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
+      failed(c.checkMetadata(getSlotIdx(), "slot_idx")) ||
+      failed(c.checkLength(getInputRowOffsets(), "input_row_offsets",
+                           getCacheLengths(), "cache_lengths", 1)) ||
+      failed(c.checkLength(getSlotIdx(), "slot_idx", getCacheLengths(),
+                           "cache_lengths", 0)))
+    return failure();
+  int64_t batch = c.type(getCacheLengths()).getDimSize(0);
+  if (failed(c.checkShape(getPooled(), "pooled", {batch, headDim},
+                          "batch x head_dim")) ||
+      failed(c.checkElement(getPooled(), "pooled",
+                            c.type(getK()).getElementType(),
+                            " (the element type of 'k')")) ||
+      failed(c.checkShape(getClosedPool(), "closed_pool", {batch}, "batch")) ||
+      failed(c.checkElement(getClosedPool(), "closed_pool",
+                            IntegerType::get(getContext(), 32), "")))
+    return failure();
+  return success();
+}
+
+void RingCloseOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDpsEffects(*this, effects);
+}
+
+//===----------------------------------------------------------------------===//
+// PoolOffsetsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PoolOffsetsOp::verify() {
+  OperandChecker c(*this);
+  if (failed(c.checkPositive("kpool", getKpool())) ||
+      failed(c.checkForm({{getInputRowOffsets(), "input_row_offsets"},
+                          {getCacheLengths(), "cache_lengths"},
+                          {getPoolRowOffsets(), "pool_row_offsets"}},
+                         *this)) ||
+      failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
+      failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
+      failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
+      failed(c.checkLength(getInputRowOffsets(), "input_row_offsets",
+                           getCacheLengths(), "cache_lengths", 1)) ||
+      failed(c.checkLength(getPoolRowOffsets(), "pool_row_offsets",
+                           getCacheLengths(), "cache_lengths", 1)))
+    return failure();
+  return success();
+}
+
+void PoolOffsetsOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  getDpsEffects(*this, effects);
+}
+
+#define GET_OP_CLASSES
+#include "kpool/Dialect/KPool/IR/KPoolOps.cpp.inc"

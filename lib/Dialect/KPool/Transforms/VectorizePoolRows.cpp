@@ -1,0 +1,104 @@
+//===- VectorizePoolRows.cpp - vectorize the channel loops ----------------===//
+
+#include "kpool/Dialect/KPool/Transforms/Passes.h"
+
+#include "kpool/Dialect/KPool/Utils/Pooling.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/LoweringPatterns.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::kpool {
+#define GEN_PASS_DEF_KPOOLVECTORIZEPOOLROWSPASS
+#include "kpool/Dialect/KPool/Transforms/Passes.h.inc"
+} // namespace mlir::kpool
+
+using namespace mlir;
+using namespace mlir::kpool;
+
+namespace {
+
+struct KPoolVectorizePoolRowsPass
+    : public kpool::impl::KPoolVectorizePoolRowsPassBase<
+          KPoolVectorizePoolRowsPass> {
+  using Base::Base;
+
+  /// Tiles and vectorizes one pooled row; appends the `math.exp` ops of the
+  /// result to `exps`.
+  LogicalResult vectorizeRow(IRRewriter &rewriter, linalg::GenericOp op,
+                             SmallVectorImpl<Operation *> &exps) {
+    // Full tiles only: the widest vector up to `vector-size` that divides
+    // head_dim (16 for the production 128), so no tile needs a mask.
+    int64_t headDim = op.getStaticLoopRanges().front();
+    int64_t width = std::min<int64_t>(vectorSize, headDim);
+    while (headDim % width != 0)
+      --width;
+    rewriter.setInsertionPoint(op);
+    scf::SCFTilingOptions options;
+    options.setTileSizes({rewriter.getIndexAttr(width)});
+    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+        rewriter, cast<TilingInterface>(op.getOperation()), options);
+    if (failed(tiled))
+      return op.emitOpError("could not tile the channel loop");
+    rewriter.eraseOp(op);
+    for (Operation *tiledOp : tiled->tiledOps) {
+      rewriter.setInsertionPoint(tiledOp);
+      if (failed(linalg::vectorize(rewriter, tiledOp)))
+        return tiledOp->emitOpError("could not vectorize the channel loop");
+      rewriter.eraseOp(tiledOp);
+    }
+    for (LoopLikeOpInterface loop : tiled->loops)
+      loop->walk([&](Operation *nested) {
+        if (isa<math::ExpOp, vector::TransferReadOp, vector::TransferWriteOp>(
+                nested))
+          exps.push_back(nested);
+      });
+    return success();
+  }
+
+  void runOnOperation() override {
+    SmallVector<linalg::GenericOp> rows;
+    getOperation()->walk([&](linalg::GenericOp op) {
+      if (op->hasAttr(kPoolRowAttrName))
+        rows.push_back(op);
+    });
+    if (rows.empty())
+      return;
+
+    IRRewriter rewriter(&getContext());
+    SmallVector<Operation *> exps;
+    for (linalg::GenericOp op : rows) {
+      if (vectorSize <= 0) {
+        op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
+        continue;
+      }
+      if (failed(vectorizeRow(rewriter, op, exps)))
+        return signalPassFailure();
+    }
+
+    // Approximate exp wherever a pooled row is computed, vector or scalar:
+    // the expansion is elementwise, so a vector lane and a scalar channel
+    // compute the same bits. Other exps in the module are left alone.
+    // Transfers on unit-stride views become plain vector loads and stores;
+    // the others stay for convert-vector-to-scf.
+    RewritePatternSet patterns(&getContext());
+    populateMathPolynomialApproximationPatterns(
+        patterns, [](StringRef name) { return name == "exp"; });
+    vector::populateVectorTransferLoweringPatterns(patterns,
+                                                   /*maxTransferRank=*/1);
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+    if (failed(applyOpPatternsGreedily(exps, std::move(patterns), config)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

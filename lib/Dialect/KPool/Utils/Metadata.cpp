@@ -1,0 +1,141 @@
+//===- Metadata.cpp - kpool metadata arithmetic ---------------------------===//
+
+#include "kpool/Dialect/KPool/Utils/Metadata.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace mlir::kpool;
+
+Value MetadataBuilder::i64(int64_t v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
+}
+
+Value MetadataBuilder::idx(int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value MetadataBuilder::toIndex(Value v) {
+  return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+}
+
+Value MetadataBuilder::toI64(Value v) {
+  return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), v);
+}
+
+Value MetadataBuilder::signless(Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  auto intType = dyn_cast<IntegerType>(type.getElementType());
+  if (!intType || intType.isSignless())
+    return memref;
+  auto signlessType = MemRefType::get(
+      type.getShape(), IntegerType::get(b.getContext(), intType.getWidth()),
+      type.getLayout(), type.getMemorySpace());
+  // Same bits, same layout: the LLVM lowering maps both types to one
+  // descriptor, and reconcile-unrealized-casts folds the pair away.
+  return UnrealizedConversionCastOp::create(b, loc, signlessType, memref)
+      .getResult(0);
+}
+
+Value MetadataBuilder::loadU32(Value memref, Value i) {
+  Value v = memref::LoadOp::create(b, loc, memref, ValueRange{i});
+  return arith::ExtUIOp::create(b, loc, b.getI64Type(), v);
+}
+
+Value MetadataBuilder::minIndex(ValueRange values) {
+  Value result = values.front();
+  for (Value v : values.drop_front())
+    result = arith::MinSIOp::create(b, loc, result, v);
+  return arith::MaxSIOp::create(b, loc, result, idx(0));
+}
+
+MetadataBuilder::Request MetadataBuilder::loadRequest(Value inputRowOffsets,
+                                                      Value cacheLengths,
+                                                      Value bIdx,
+                                                      Value numRows) {
+  Value next = arith::AddIOp::create(b, loc, bIdx, idx(1));
+  Value start = loadU32(inputRowOffsets, bIdx);
+  Value end = loadU32(inputRowOffsets, next);
+  Value ordered =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, start, end);
+  Value inside =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, end, numRows);
+  Value ok = arith::AndIOp::create(b, loc, ordered, inside);
+  Value count = arith::SelectOp::create(
+      b, loc, ok, arith::SubIOp::create(b, loc, end, start), i64(0));
+  return {start, count, loadU32(cacheLengths, bIdx)};
+}
+
+MetadataBuilder::PoolRange MetadataBuilder::poolRange(const Request &r) {
+  Value k = i64(kpool);
+  Value first = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, r.cached, i64(kpool - 1)), k);
+  Value last = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, r.cached, r.count), k);
+  Value some =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, last, first);
+  Value count = arith::SelectOp::create(
+      b, loc, some, arith::SubIOp::create(b, loc, last, first), i64(0));
+  Value skip = arith::SubIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, first, k), r.cached);
+  return {first, count, skip};
+}
+
+MetadataBuilder::PendingPool MetadataBuilder::pendingPool(const Request &r) {
+  Value k = i64(kpool);
+  Value held = arith::RemUIOp::create(b, loc, r.cached, k);
+  Value open =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, held, i64(0));
+  Value enough = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                       r.count,
+                                       arith::SubIOp::create(b, loc, k, held));
+  Value closes = arith::AndIOp::create(b, loc, open, enough);
+  Value id = arith::DivUIOp::create(b, loc, r.cached, k);
+  return {held, closes, id};
+}
+
+std::pair<Value, Value> MetadataBuilder::openTail(const Request &r) {
+  Value k = i64(kpool);
+  Value end = arith::AddIOp::create(b, loc, r.cached, r.count);
+  Value open = arith::MulIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, end, k), k);
+  Value begin = arith::MaxUIOp::create(b, loc, open, r.cached);
+  return {begin, end};
+}
+
+Value MetadataBuilder::clampNumRequests(Value numRequests, Value batch) {
+  Value n = arith::ExtSIOp::create(b, loc, b.getI64Type(), numRequests);
+  n = arith::MaxSIOp::create(b, loc, n, i64(0));
+  n = arith::MinSIOp::create(b, loc, n, toI64(batch));
+  return toIndex(n);
+}
+
+Value MetadataBuilder::findOwner(Value offsets, Value batch, Value row) {
+  Type i64Type = b.getI64Type();
+  auto loop = scf::WhileOp::create(
+      b, loc, TypeRange{i64Type, i64Type}, ValueRange{i64(0), toI64(batch)},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value more = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::slt,
+                                           args[0], args[1]);
+        scf::ConditionOp::create(nb, nloc, more, args);
+      },
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        MetadataBuilder mb(nb, nloc, kpool);
+        Value lo = args[0], hi = args[1];
+        Value mid = arith::ShRUIOp::create(
+            nb, nloc, arith::AddIOp::create(nb, nloc, lo, hi), mb.i64(1));
+        Value atMid = mb.loadU32(offsets, mb.toIndex(mid));
+        Value before = arith::CmpIOp::create(
+            nb, nloc, arith::CmpIPredicate::ule, atMid, row);
+        Value newLo = arith::SelectOp::create(
+            nb, nloc, before, arith::AddIOp::create(nb, nloc, mid, mb.i64(1)),
+            lo);
+        Value newHi = arith::SelectOp::create(nb, nloc, before, hi, mid);
+        scf::YieldOp::create(nb, nloc, ValueRange{newLo, newHi});
+      });
+  return arith::SubIOp::create(b, loc, loop.getResult(0), i64(1));
+}
