@@ -34,15 +34,12 @@ void kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createKPoolVectorizePoolRowsPass(vectorizeOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createConvertLinalgToLoopsPass());
-  if (options.openmp)
+  if (options.openmp) {
     pm.addPass(createConvertSCFToOpenMPPass());
-  // Transfers on views with a non-unit innermost stride (the slow path of
-  // the unit-stride versioning) become scalar loads; unit-stride ones stay
-  // vector loads.
-  VectorTransferToSCFOptions transferOptions;
-  transferOptions.enableFullUnroll();
-  transferOptions.setTargetRank(0);
-  pm.addPass(createConvertVectorToSCFPass(transferOptions));
+    // Inlines the memref.alloca_scope the conversion wraps loop bodies in
+    // (the bodies allocate nothing), before scf-to-cf splits them in blocks.
+    pm.addPass(createCanonicalizerPass());
+  }
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());

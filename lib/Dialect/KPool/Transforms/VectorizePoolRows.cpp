@@ -26,6 +26,19 @@ using namespace mlir::kpool;
 
 namespace {
 
+/// True when every operand of the row has a static unit innermost stride,
+/// so that each vector tile is one contiguous load or store. Rows over other
+/// views (the slow path of the lowering's stride versioning) stay scalar.
+bool hasUnitInnerStrides(linalg::GenericOp op) {
+  return llvm::all_of(op->getOperandTypes(), [](Type type) {
+    auto memref = dyn_cast<MemRefType>(type);
+    if (!memref)
+      return false;
+    auto [strides, offset] = memref.getStridesAndOffset();
+    return !strides.empty() && strides.back() == 1;
+  });
+}
+
 struct KPoolVectorizePoolRowsPass
     : public kpool::impl::KPoolVectorizePoolRowsPassBase<
           KPoolVectorizePoolRowsPass> {
@@ -76,7 +89,7 @@ struct KPoolVectorizePoolRowsPass
     IRRewriter rewriter(&getContext());
     SmallVector<Operation *> exps;
     for (linalg::GenericOp op : rows) {
-      if (vectorSize <= 0) {
+      if (vectorSize <= 0 || !hasUnitInnerStrides(op)) {
         op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
         continue;
       }

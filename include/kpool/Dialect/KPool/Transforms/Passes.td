@@ -12,7 +12,9 @@ def KPoolVectorizePoolRowsPass : Pass<"kpool-vectorize-pool-rows"> {
     one pooled row (tagged `kpool.pool_row`), tiles their channel dimension
     by the widest vector of at most `vector-size` channels that divides
     `head_dim` (16 for the production 128; no tile needs a mask) and
-    vectorizes each tile. The `math.exp` of those rows, vector or scalar, is then
+    vectorizes each tile into contiguous vector loads and stores. Rows whose
+    operands do not all have a static unit innermost stride (the general-
+    stride path of the lowering) stay scalar. The `math.exp` of those rows, vector or scalar, is then
     rewritten with MLIR's polynomial approximation, so that every channel of
     every op uses the same arithmetic (`ring_close` and `compress` stay bit
     identical) and no libm call is left in the loop.

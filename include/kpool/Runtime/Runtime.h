@@ -1,0 +1,130 @@
+//===- Runtime.h - compiled kpool kernels on caller buffers -----*- C++ -*-===//
+//
+// A KernelSet holds the four kpool kernels compiled once for one (element
+// type, head_dim, kpool, target) and runs them on caller-owned strided
+// buffers. Host-side validation checks every operand's shape and the
+// metadata before a kernel runs and reports the request and field at fault;
+// the kernels' own guards are the last line, not the first.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KPOOL_RUNTIME_RUNTIME_H
+#define KPOOL_RUNTIME_RUNTIME_H
+
+#include "kpool-c/View.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kpool {
+
+using View = KPoolView;
+using ElementType = KPoolElementType;
+
+/// Returns "bf16", "f16" or "f32".
+const char *elementTypeName(ElementType type);
+/// Bytes per element: 2, 2 or 4.
+int64_t elementTypeSize(ElementType type);
+
+/// A dense row-major view of `data` with the given sizes.
+View denseView(void *data, std::vector<int64_t> sizes);
+
+/// Success, or an error message.
+class Status {
+public:
+  Status() = default;
+  static Status error(std::string message) {
+    Status s;
+    s.failed = true;
+    s.msg = std::move(message);
+    return s;
+  }
+  bool ok() const { return !failed; }
+  explicit operator bool() const { return ok(); }
+  const std::string &message() const { return msg; }
+
+private:
+  bool failed = false;
+  std::string msg;
+};
+
+/// Where the kernels run.
+enum class Target { CPU, CUDA };
+
+/// What a kernel set is compiled for.
+struct KernelConfig {
+  ElementType elementType = KPOOL_BF16;
+  int64_t headDim = 128;
+  int64_t kpool = 4;
+  Target target = Target::CPU;
+  /// CPU: run pooled rows and requests on OpenMP threads.
+  bool openmp = false;
+  /// CPU: channels per vector (see kpool-lower-to-llvm); 0 for scalar code.
+  int64_t vectorSize = 16;
+
+  bool operator==(const KernelConfig &o) const {
+    return elementType == o.elementType && headDim == o.headDim &&
+           kpool == o.kpool && target == o.target && openmp == o.openmp &&
+           vectorSize == o.vectorSize;
+  }
+};
+
+/// Whether a call validates its operands on the host before launching.
+/// `Trust` skips validation; it exists to test the kernels' own guards.
+enum class Validation { Check, Trust };
+
+class KernelSetImpl;
+
+/// The four kernels for one configuration. Thread-safe to call concurrently
+/// on disjoint outputs.
+class KernelSet {
+public:
+  /// Returns the kernel set for `config`, compiling it on first use and
+  /// caching it for the life of the process. On failure returns null and
+  /// sets `status`.
+  static std::shared_ptr<KernelSet> get(const KernelConfig &config,
+                                        Status &status);
+
+  const KernelConfig &config() const;
+
+  // Operands are in the production kernels' order: outputs first, then the
+  // inputs in the order of the op's `ins`.
+
+  /// kpool.compress: pooled[pool_row_offsets[b] + j] for each pool j made
+  /// only of request b's tokens in this call.
+  Status compress(const View &pooled, const View &k, const View &gate,
+                  const View &ape, const View &inputRowOffsets,
+                  const View &poolRowOffsets, const View &cacheLengths,
+                  Validation validation = Validation::Check) const;
+
+  /// kpool.seed_tail: stashes trailing members of open pools into `tail`.
+  Status seedTail(const View &tail, const View &k, const View &gate,
+                  const View &inputRowOffsets, const View &cacheLengths,
+                  const View &slotIdx, int32_t numRequests,
+                  Validation validation = Validation::Check) const;
+
+  /// kpool.ring_close: closes the pool the ring holds open per request.
+  Status ringClose(const View &pooled, const View &closedPool,
+                   const View &tail, const View &k, const View &gate,
+                   const View &ape, const View &inputRowOffsets,
+                   const View &cacheLengths, const View &slotIdx,
+                   int32_t numRequests,
+                   Validation validation = Validation::Check) const;
+
+  /// kpool.pool_offsets: the exclusive prefix sum of full-pool counts.
+  Status poolOffsets(const View &poolRowOffsets, const View &inputRowOffsets,
+                     const View &cacheLengths,
+                     Validation validation = Validation::Check) const;
+
+  ~KernelSet();
+
+private:
+  explicit KernelSet(std::unique_ptr<KernelSetImpl> impl);
+  std::unique_ptr<KernelSetImpl> impl;
+};
+
+} // namespace kpool
+
+#endif // KPOOL_RUNTIME_RUNTIME_H

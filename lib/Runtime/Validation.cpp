@@ -1,0 +1,134 @@
+//===- Validation.cpp - host-side checks of kpool operands ----------------===//
+
+#include "Validation.h"
+
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+using namespace kpool;
+using namespace kpool::detail;
+
+static std::string formatShape(const int64_t *sizes, int64_t rank) {
+  std::ostringstream os;
+  os << "[";
+  for (int64_t i = 0; i < rank; ++i)
+    os << (i ? ", " : "") << sizes[i];
+  os << "]";
+  return os.str();
+}
+
+Status Validator::shape(const char *name, const View &view,
+                        std::initializer_list<int64_t> expected,
+                        const char *what) {
+  int64_t rank = static_cast<int64_t>(expected.size());
+  std::ostringstream want;
+  want << "[";
+  int64_t i = 0;
+  for (int64_t e : expected)
+    want << (i++ ? ", " : "") << (e < 0 ? std::string("?") : std::to_string(e));
+  want << "] (" << what << ")";
+  if (view.rank != rank)
+    return error("'" + std::string(name) + "' must have shape " + want.str() +
+                 ", got rank " + std::to_string(view.rank));
+  i = 0;
+  int64_t elements = 1;
+  for (int64_t e : expected) {
+    int64_t size = view.sizes[i++];
+    if (size < 0 || (e >= 0 && size != e))
+      return error("'" + std::string(name) + "' must have shape " +
+                   want.str() + ", got " + formatShape(view.sizes, rank));
+    elements *= size;
+  }
+  if (elements > 0 && !view.data)
+    return error("'" + std::string(name) + "' has no data pointer");
+  return Status();
+}
+
+Status Validator::sameExtent(const char *nameA, const View &a,
+                             const char *nameB, const View &b, int dim) {
+  if (a.sizes[dim] == b.sizes[dim])
+    return Status();
+  return error("'" + std::string(nameB) + "' has " +
+               std::to_string(b.sizes[dim]) + " rows, '" + nameA + "' has " +
+               std::to_string(a.sizes[dim]));
+}
+
+Status Validator::length(const char *name, const View &view, int64_t length,
+                         const char *what) {
+  if (view.rank == 1 && view.sizes[0] == length)
+    return Status();
+  return error("'" + std::string(name) + "' must have " +
+               std::to_string(length) + " entries (" + what + "), got " +
+               formatShape(view.sizes, view.rank));
+}
+
+Status Validator::rows(const std::vector<uint32_t> &iro, int64_t batch,
+                       int64_t rows) {
+  for (int64_t b = 0; b < batch; ++b) {
+    std::string req = "request " + std::to_string(b) + ": ";
+    if (iro[b] > iro[b + 1])
+      return error(req + "input_row_offsets[" + std::to_string(b + 1) +
+                   "] = " + std::to_string(iro[b + 1]) +
+                   " is below input_row_offsets[" + std::to_string(b) +
+                   "] = " + std::to_string(iro[b]) + " (rows reversed)");
+    if (iro[b + 1] > rows)
+      return error(req + "input_row_offsets[" + std::to_string(b + 1) +
+                   "] = " + std::to_string(iro[b + 1]) +
+                   " reaches past the " + std::to_string(rows) +
+                   " rows of 'k'");
+  }
+  return Status();
+}
+
+Status Validator::numRequests(int32_t numRequests, int64_t batch) {
+  if (numRequests >= 0 && numRequests <= batch)
+    return Status();
+  return error("num_requests = " + std::to_string(numRequests) +
+               " is outside [0, " + std::to_string(batch) +
+               "] (the batch size)");
+}
+
+Status Validator::slots(const std::vector<uint32_t> &slots,
+                        int32_t numRequests, int64_t maxSlots) {
+  std::unordered_map<uint32_t, int64_t> owner;
+  for (int64_t b = 0; b < numRequests; ++b) {
+    std::string req = "request " + std::to_string(b) + ": ";
+    if (slots[b] >= maxSlots)
+      return error(req + "slot_idx[" + std::to_string(b) + "] = " +
+                   std::to_string(slots[b]) + " is not below max_slots = " +
+                   std::to_string(maxSlots));
+    auto [it, inserted] = owner.emplace(slots[b], b);
+    if (!inserted)
+      return error(req + "slot_idx[" + std::to_string(b) + "] = " +
+                   std::to_string(slots[b]) + " is also the slot of request " +
+                   std::to_string(it->second));
+  }
+  return Status();
+}
+
+Status Validator::poolRows(const std::vector<uint32_t> &pro,
+                           const std::vector<uint32_t> &expected,
+                           const std::vector<uint32_t> &iro,
+                           const std::vector<uint32_t> &cache,
+                           int64_t pooledRows) {
+  int64_t batch = static_cast<int64_t>(cache.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t want = int64_t(expected[b + 1]) - int64_t(expected[b]);
+    int64_t got = int64_t(pro[b + 1]) - int64_t(pro[b]);
+    if (got != want)
+      return error("request " + std::to_string(b) + ": pool_row_offsets[" +
+                   std::to_string(b + 1) + "] - pool_row_offsets[" +
+                   std::to_string(b) + "] = " + std::to_string(got) +
+                   ", but the request completes " + std::to_string(want) +
+                   " pool(s) (cache_lengths[" + std::to_string(b) +
+                   "] = " + std::to_string(cache[b]) + ", " +
+                   std::to_string(iro[b + 1] - iro[b]) + " tokens, kpool " +
+                   std::to_string(geometry.kpool) + ")");
+  }
+  if (batch > 0 && pro[batch] > pooledRows)
+    return error("pool_row_offsets[" + std::to_string(batch) + "] = " +
+                 std::to_string(pro[batch]) + " is past the " +
+                 std::to_string(pooledRows) + " rows of 'pooled'");
+  return Status();
+}
