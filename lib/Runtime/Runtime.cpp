@@ -173,8 +173,11 @@ Status KernelSetImpl::compile() {
 std::shared_ptr<KernelSet> KernelSet::get(const KernelConfig &config,
                                           Status &status) {
   using Key = std::tuple<int, int64_t, int64_t, int, bool, int64_t>;
-  static std::mutex mutex;
-  static std::map<Key, std::shared_ptr<KernelSet>> cache;
+  // Compiled kernels live for the whole process. The cache is never
+  // destroyed: tearing JIT engines down during static destruction races
+  // with LLVM's own globals.
+  static std::mutex &mutex = *new std::mutex;
+  static auto &cache = *new std::map<Key, std::shared_ptr<KernelSet>>;
   Key key{config.elementType, config.headDim, config.kpool,
           static_cast<int>(config.target), config.openmp, config.vectorSize};
   std::lock_guard<std::mutex> lock(mutex);

@@ -2,9 +2,8 @@
 
 #include "Validation.h"
 
-#include <set>
+#include <algorithm>
 #include <sstream>
-#include <unordered_map>
 
 using namespace kpool;
 using namespace kpool::detail;
@@ -22,27 +21,32 @@ Status Validator::shape(const char *name, const View &view,
                         std::initializer_list<int64_t> expected,
                         const char *what) {
   int64_t rank = static_cast<int64_t>(expected.size());
-  std::ostringstream want;
-  want << "[";
-  int64_t i = 0;
-  for (int64_t e : expected)
-    want << (i++ ? ", " : "") << (e < 0 ? std::string("?") : std::to_string(e));
-  want << "] (" << what << ")";
-  if (view.rank != rank)
-    return error("'" + std::string(name) + "' must have shape " + want.str() +
-                 ", got rank " + std::to_string(view.rank));
-  i = 0;
-  int64_t elements = 1;
+  bool ok = view.rank == rank;
+  int64_t elements = 1, i = 0;
   for (int64_t e : expected) {
+    if (!ok)
+      break;
     int64_t size = view.sizes[i++];
-    if (size < 0 || (e >= 0 && size != e))
-      return error("'" + std::string(name) + "' must have shape " +
-                   want.str() + ", got " + formatShape(view.sizes, rank));
+    ok = size >= 0 && (e < 0 || size == e);
     elements *= size;
   }
-  if (elements > 0 && !view.data)
-    return error("'" + std::string(name) + "' has no data pointer");
-  return Status();
+  if (ok) {
+    if (elements > 0 && !view.data)
+      return error("'" + std::string(name) + "' has no data pointer");
+    return Status();
+  }
+  // Only a failure pays for the message.
+  std::ostringstream os;
+  os << "'" << name << "' must have shape [";
+  i = 0;
+  for (int64_t e : expected)
+    os << (i++ ? ", " : "") << (e < 0 ? std::string("?") : std::to_string(e));
+  os << "] (" << what << "), got ";
+  if (view.rank != rank)
+    os << "rank " << view.rank;
+  else
+    os << formatShape(view.sizes, rank);
+  return error(os.str());
 }
 
 Status Validator::sameExtent(const char *nameA, const View &a,
@@ -66,6 +70,8 @@ Status Validator::length(const char *name, const View &view, int64_t length,
 Status Validator::rows(const std::vector<uint32_t> &iro, int64_t batch,
                        int64_t rows) {
   for (int64_t b = 0; b < batch; ++b) {
+    if (iro[b] <= iro[b + 1] && iro[b + 1] <= rows)
+      continue;
     std::string req = "request " + std::to_string(b) + ": ";
     if (iro[b] > iro[b + 1])
       return error(req + "input_row_offsets[" + std::to_string(b + 1) +
@@ -91,19 +97,23 @@ Status Validator::numRequests(int32_t numRequests, int64_t batch) {
 
 Status Validator::slots(const std::vector<uint32_t> &slots,
                         int32_t numRequests, int64_t maxSlots) {
-  std::unordered_map<uint32_t, int64_t> owner;
-  for (int64_t b = 0; b < numRequests; ++b) {
-    std::string req = "request " + std::to_string(b) + ": ";
+  auto field = [&](int64_t b) {
+    return "request " + std::to_string(b) + ": slot_idx[" + std::to_string(b) +
+           "] = " + std::to_string(slots[b]);
+  };
+  for (int64_t b = 0; b < numRequests; ++b)
     if (slots[b] >= maxSlots)
-      return error(req + "slot_idx[" + std::to_string(b) + "] = " +
-                   std::to_string(slots[b]) + " is not below max_slots = " +
+      return error(field(b) + " is not below max_slots = " +
                    std::to_string(maxSlots));
-    auto [it, inserted] = owner.emplace(slots[b], b);
-    if (!inserted)
-      return error(req + "slot_idx[" + std::to_string(b) + "] = " +
-                   std::to_string(slots[b]) + " is also the slot of request " +
-                   std::to_string(it->second));
-  }
+  // Two requests in one slot would race on the ring.
+  std::vector<std::pair<uint32_t, int64_t>> bySlot;
+  for (int64_t b = 0; b < numRequests; ++b)
+    bySlot.push_back({slots[b], b});
+  std::sort(bySlot.begin(), bySlot.end());
+  for (size_t i = 1; i < bySlot.size(); ++i)
+    if (bySlot[i].first == bySlot[i - 1].first)
+      return error(field(bySlot[i].second) + " is also the slot of request " +
+                   std::to_string(bySlot[i - 1].second));
   return Status();
 }
 

@@ -104,7 +104,10 @@ struct KPoolVectorizePoolRowsPass
     // the others stay for convert-vector-to-scf.
     RewritePatternSet patterns(&getContext());
     populateMathPolynomialApproximationPatterns(
-        patterns, [](StringRef name) { return name == "exp"; });
+        patterns, [](StringRef name) {
+          name.consume_front("math.");
+          return name == "exp";
+        });
     vector::populateVectorTransferLoweringPatterns(patterns,
                                                    /*maxTransferRank=*/1);
     GreedyRewriteConfig config;

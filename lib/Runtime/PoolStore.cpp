@@ -1,0 +1,105 @@
+//===- PoolStore.cpp - a ring and pooled-key store for requests -----------===//
+
+#include "kpool/Runtime/PoolStore.h"
+
+#include <cstring>
+#include <string>
+
+using namespace kpool;
+
+PoolStore::PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
+                     const float *apeData)
+    : kernelSet(std::move(kernels)), maxSlots(maxSlots) {
+  const KernelConfig &c = kernelSet->config();
+  rowBytes = c.headDim * elementTypeSize(c.elementType);
+  ape.assign(apeData, apeData + c.kpool * c.headDim);
+  ring.assign(maxSlots * 2 * c.kpool * rowBytes, 0);
+  seen.assign(maxSlots, 0);
+  store.resize(maxSlots);
+}
+
+int64_t PoolStore::pools(uint32_t slot) const {
+  return static_cast<int64_t>(store.at(slot).size()) / rowBytes;
+}
+
+const void *PoolStore::pool(uint32_t slot, int64_t pool) const {
+  if (pool < 0 || pool >= pools(slot))
+    return nullptr;
+  return store[slot].data() + pool * rowBytes;
+}
+
+void PoolStore::reset(uint32_t slot) {
+  seen.at(slot) = 0;
+  store.at(slot).clear();
+}
+
+Status PoolStore::step(const View &k, const View &gate,
+                       const std::vector<uint32_t> &iro,
+                       const std::vector<uint32_t> &slotsIn,
+                       std::vector<ProducedPool> *produced) {
+  const KernelConfig &c = kernelSet->config();
+  int64_t batch = static_cast<int64_t>(slotsIn.size());
+  if (static_cast<int64_t>(iro.size()) != batch + 1)
+    return Status::error("step: input_row_offsets must have one more entry "
+                         "than slots (" + std::to_string(batch + 1) +
+                         "), got " + std::to_string(iro.size()));
+  std::vector<uint32_t> slots(slotsIn), cache(batch), pro(batch + 1);
+  for (int64_t b = 0; b < batch; ++b) {
+    if (slots[b] >= maxSlots)
+      return Status::error("step: request " + std::to_string(b) +
+                           ": slot_idx[" + std::to_string(b) + "] = " +
+                           std::to_string(slots[b]) +
+                           " is not below max_slots = " +
+                           std::to_string(maxSlots));
+    cache[b] = seen[slots[b]];
+  }
+  View iroView = denseView(const_cast<uint32_t *>(iro.data()), {batch + 1});
+  View cacheView = denseView(cache.data(), {batch});
+  View slotView = denseView(slots.data(), {batch});
+  View proView = denseView(pro.data(), {batch + 1});
+  View apeView = denseView(ape.data(), {c.kpool, c.headDim});
+  View ringView = denseView(ring.data(), {maxSlots, 2, c.kpool, c.headDim});
+  int32_t numRequests = static_cast<int32_t>(batch);
+
+  // ring_close reads the ring before seed_tail overwrites it.
+  std::vector<uint8_t> closedRows(batch * rowBytes);
+  std::vector<int32_t> closed(batch);
+  View closedRowsView = denseView(closedRows.data(), {batch, c.headDim});
+  View closedView = denseView(closed.data(), {batch});
+  if (Status s = kernelSet->ringClose(closedRowsView, closedView, ringView, k,
+                                      gate, apeView, iroView, cacheView,
+                                      slotView, numRequests);
+      !s.ok())
+    return s;
+  if (Status s = kernelSet->poolOffsets(proView, iroView, cacheView); !s.ok())
+    return s;
+  int64_t numPools = batch ? pro[batch] : 0;
+  std::vector<uint8_t> pooled(numPools * rowBytes);
+  View pooledView = denseView(pooled.data(), {numPools, c.headDim});
+  if (Status s = kernelSet->compress(pooledView, k, gate, apeView, iroView,
+                                     proView, cacheView);
+      !s.ok())
+    return s;
+  if (Status s = kernelSet->seedTail(ringView, k, gate, iroView, cacheView,
+                                     slotView, numRequests);
+      !s.ok())
+    return s;
+
+  // Pools complete in id order: the ring's pool first, then compress's.
+  for (int64_t b = 0; b < batch; ++b) {
+    uint32_t slot = slots[b];
+    std::vector<uint8_t> &pools = store[slot];
+    auto append = [&](const uint8_t *row, bool fromRing) {
+      if (produced)
+        produced->push_back(
+            {slot, static_cast<int64_t>(pools.size()) / rowBytes, fromRing});
+      pools.insert(pools.end(), row, row + rowBytes);
+    };
+    if (closed[b] >= 0)
+      append(closedRows.data() + b * rowBytes, /*fromRing=*/true);
+    for (uint32_t r = pro[b]; r < pro[b + 1]; ++r)
+      append(pooled.data() + int64_t(r) * rowBytes, /*fromRing=*/false);
+    seen[slot] += iro[b + 1] - iro[b];
+  }
+  return Status();
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The main job, on an already built tree: lower a serving step to PTX for
+# sm_90 and assemble it, then run chunked prefill + decode through the
+# kernels and check every pool (GPU when present, CPU otherwise).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${KPOOL_BUILD_DIR:-$root/build}"
+export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+
+echo "== 1. lower examples/serving_step.mlir to PTX (sm_90) and assemble it"
+out="$build/demo"
+mkdir -p "$out"
+"$build/bin/kpool-opt" "$root/examples/serving_step.mlir" \
+  -kpool-lower-to-nvvm="format=isa" -o "$out/serving_step.nvvm.mlir"
+python3 "$root/utils/extract-ptx.py" "$out/serving_step.nvvm.mlir" -o "$out/serving_step.ptx"
+echo "   $(grep -c '^.visible .entry' "$out/serving_step.ptx") kernels in $out/serving_step.ptx"
+if [ -x "$CUDA_HOME/bin/ptxas" ]; then
+  "$CUDA_HOME/bin/ptxas" -arch=sm_90 "$out/serving_step.ptx" -o "$out/serving_step.cubin"
+  echo "   ptxas -arch=sm_90: ok ($(stat -c %s "$out/serving_step.cubin") bytes of SASS)"
+else
+  echo "   ptxas not found under $CUDA_HOME: skipped assembling"
+fi
+
+echo "== 2. run chunked prefill + decode over a ragged batch"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
+   && [ -x "$build/bin/kpool-gpu-demo" ]; then
+  "$build/bin/kpool-gpu-demo"
+else
+  echo "   (no GPU here: running on the CPU)"
+  "$build/bin/kpool-demo" --verbose
+fi
