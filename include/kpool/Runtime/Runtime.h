@@ -12,6 +12,7 @@
 #define KPOOL_RUNTIME_RUNTIME_H
 
 #include "kpool-c/View.h"
+#include "kpool/Runtime/Descriptor.h"
 
 #include <cstdint>
 #include <memory>
@@ -75,17 +76,44 @@ struct KernelConfig {
 /// `Trust` skips validation; it exists to test the kernels' own guards.
 enum class Validation { Check, Trust };
 
+/// The entry points of one configuration's kernels (the C interface of
+/// KernelModule.h) and how to read metadata that lives in the target's
+/// memory.
+struct KernelBackend {
+  CompressFn compress = nullptr;
+  SeedTailFn seedTail = nullptr;
+  RingCloseFn ringClose = nullptr;
+  PoolOffsetsFn poolOffsets = nullptr;
+  /// Copies a 1-D view of 32-bit elements into host memory, for host-side
+  /// validation; null when views are host memory (the CPU target).
+  Status (*readMetadata)(const View &view, std::vector<uint32_t> &out) =
+      nullptr;
+  /// Keeps alive what the entry points live in (e.g. a JIT engine).
+  std::shared_ptr<void> owner;
+};
+
 class KernelSetImpl;
 
 /// The four kernels for one configuration. Thread-safe to call concurrently
 /// on disjoint outputs.
 class KernelSet {
 public:
-  /// Returns the kernel set for `config`, compiling it on first use and
-  /// caching it for the life of the process. On failure returns null and
-  /// sets `status`.
+  /// Returns the kernel set for `config`: precompiled kernels registered
+  /// for it if any, otherwise kernels JIT-compiled on first use (CPU target
+  /// only). Cached for the life of the process. On failure returns null and
+  /// sets `status`. Defined in KPoolRuntime, which links MLIR.
   static std::shared_ptr<KernelSet> get(const KernelConfig &config,
                                         Status &status);
+
+  /// Like `get`, but only ever uses precompiled kernels, so it needs no
+  /// MLIR at run time (KPoolRuntimeCore). The GPU kernels come this way.
+  static std::shared_ptr<KernelSet> getPrecompiled(const KernelConfig &config,
+                                                   Status &status);
+
+  /// Registers ahead-of-time kernels for `config`; the registration
+  /// function that kpool-aot generates calls this.
+  static void registerPrecompiled(const KernelConfig &config,
+                                  KernelBackend backend);
 
   const KernelConfig &config() const;
 
@@ -120,8 +148,10 @@ public:
 
   ~KernelSet();
 
+  /// Wraps `backend` as a kernel set (uncached); prefer get().
+  KernelSet(const KernelConfig &config, KernelBackend backend);
+
 private:
-  explicit KernelSet(std::unique_ptr<KernelSetImpl> impl);
   std::unique_ptr<KernelSetImpl> impl;
 };
 

@@ -1,23 +1,14 @@
-//===- Runtime.cpp - compiled kpool kernels on caller buffers -------------===//
+//===- KernelSet.cpp - kpool kernels on caller buffers --------------------===//
+//
+// The part of the runtime that needs no MLIR: operand validation, the calls
+// into compiled kernels, and the registry and cache of kernel sets.
+//
+//===----------------------------------------------------------------------===//
 
 #include "kpool/Runtime/Runtime.h"
 
+#include "KernelCache.h"
 #include "Validation.h"
-#include "kpool/InitAll.h"
-#include "kpool/Pipelines/Pipelines.h"
-#include "kpool/Runtime/Descriptor.h"
-#include "kpool/Runtime/KernelModule.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <map>
 #include <mutex>
@@ -57,25 +48,13 @@ View kpool::denseView(void *data, std::vector<int64_t> sizes) {
 
 namespace kpool {
 
-/// The compiled kernels of one configuration.
+/// A configuration and its kernels.
 class KernelSetImpl {
 public:
   KernelConfig config;
-  mlir::MLIRContext context;
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-  CompressFn compress = nullptr;
-  SeedTailFn seedTail = nullptr;
-  RingCloseFn ringClose = nullptr;
-  PoolOffsetsFn poolOffsets = nullptr;
+  KernelBackend backend;
 
-  explicit KernelSetImpl(const KernelConfig &config, mlir::DialectRegistry &r)
-      : config(config), context(r) {}
-
-  Status compile();
-
-  Geometry geometry() const { return {config.headDim, config.kpool}; }
-
-  /// Metadata is host memory on the CPU target.
+  /// Metadata in host memory (the CPU target).
   static Status readHost(const View &view, std::vector<uint32_t> &out) {
     out.resize(view.sizes[0]);
     const auto *data = static_cast<const uint32_t *>(view.data);
@@ -85,121 +64,88 @@ public:
   }
 
   Validator validator(const char *op) const {
-    return Validator(op, geometry(), readHost);
+    return Validator(op, {config.headDim, config.kpool},
+                     backend.readMetadata ? backend.readMetadata : readHost);
   }
 };
 
 } // namespace kpool
 
-static mlir::DialectRegistry &registry() {
-  static mlir::DialectRegistry *r = [] {
-    auto *reg = new mlir::DialectRegistry();
-    mlir::registerAllDialects(*reg);
-    mlir::registerAllExtensions(*reg);
-    mlir::registerAllToLLVMIRTranslations(*reg);
-    mlir::kpool::registerAllDialects(*reg);
-    return reg;
-  }();
-  return *r;
-}
-
-Status KernelSetImpl::compile() {
-  if (config.target != Target::CPU)
-    return Status::error("the CUDA target is served by the ahead-of-time "
-                         "kernels (kpool-aot); the JIT runtime compiles for "
-                         "the CPU");
-  if (config.headDim < 1 || config.kpool < 1)
-    return Status::error("head_dim and kpool must be at least 1, got " +
-                         std::to_string(config.headDim) + " and " +
-                         std::to_string(config.kpool));
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << d << "\n";
-    return mlir::success();
-  });
-
-  std::string prefix = mlir::kpool::kernelPrefix(config.elementType,
-                                                 config.headDim, config.kpool);
-  auto module = mlir::kpool::buildKernelModule(
-      context, config.elementType, config.headDim, config.kpool, prefix);
-  mlir::PassManager pm(&context);
-  mlir::kpool::LowerToLLVMOptions options;
-  options.bufferize = false;
-  options.openmp = config.openmp;
-  options.vectorSize = config.vectorSize;
-  mlir::kpool::buildLowerToLLVMPipeline(pm, options);
-  if (mlir::failed(pm.run(*module)))
-    return Status::error("lowering the kernels failed:\n" + diagnostics);
-
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  mlir::ExecutionEngineOptions engineOptions;
-  auto transformer = mlir::makeOptimizingTransformer(
-      /*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
-  engineOptions.transformer = transformer;
-  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  engineOptions.enableGDBNotificationListener = false;
-  engineOptions.enablePerfNotificationListener = false;
-  llvm::SmallVector<llvm::StringRef> libs;
-  if (config.openmp)
-    libs.push_back(KPOOL_LIBOMP_PATH);
-  engineOptions.sharedLibPaths = libs;
-  auto created = mlir::ExecutionEngine::create(*module, engineOptions);
-  if (!created)
-    return Status::error("JIT compilation failed: " +
-                         llvm::toString(created.takeError()) + "\n" +
-                         diagnostics);
-  engine = std::move(*created);
-
-  mlir::kpool::KernelNames names(prefix);
-  auto lookup = [&](const std::string &name, auto &fn) -> Status {
-    auto symbol = engine->lookup("_mlir_ciface_" + name);
-    if (!symbol)
-      return Status::error("kernel '" + name +
-                           "' not found: " + llvm::toString(symbol.takeError()));
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(*symbol);
-    return Status();
-  };
-  for (Status s : {lookup(names.compress, compress),
-                   lookup(names.seedTail, seedTail),
-                   lookup(names.ringClose, ringClose),
-                   lookup(names.poolOffsets, poolOffsets)})
-    if (!s.ok())
-      return s;
-  return Status();
-}
-
-std::shared_ptr<KernelSet> KernelSet::get(const KernelConfig &config,
-                                          Status &status) {
-  using Key = std::tuple<int, int64_t, int64_t, int, bool, int64_t>;
-  // Compiled kernels live for the whole process. The cache is never
-  // destroyed: tearing JIT engines down during static destruction races
-  // with LLVM's own globals.
-  static std::mutex &mutex = *new std::mutex;
-  static auto &cache = *new std::map<Key, std::shared_ptr<KernelSet>>;
-  Key key{config.elementType, config.headDim, config.kpool,
-          static_cast<int>(config.target), config.openmp, config.vectorSize};
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) {
-    status = Status();
-    return it->second;
-  }
-  auto impl = std::make_unique<KernelSetImpl>(config, registry());
-  status = impl->compile();
-  if (!status.ok())
-    return nullptr;
-  std::shared_ptr<KernelSet> set(new KernelSet(std::move(impl)));
-  cache.emplace(key, set);
-  return set;
-}
-
-KernelSet::KernelSet(std::unique_ptr<KernelSetImpl> impl)
-    : impl(std::move(impl)) {}
+KernelSet::KernelSet(const KernelConfig &config, KernelBackend backend)
+    : impl(new KernelSetImpl{config, std::move(backend)}) {}
 KernelSet::~KernelSet() = default;
 
 const KernelConfig &KernelSet::config() const { return impl->config; }
+
+namespace {
+
+/// Configurations that compile to the same kernels share a key: the CPU
+/// code options mean nothing for the CUDA target.
+using Key = std::tuple<int, int64_t, int64_t, int, bool, int64_t>;
+Key keyOf(const KernelConfig &c) {
+  bool cpu = c.target == Target::CPU;
+  return Key{c.elementType, c.headDim,     c.kpool, static_cast<int>(c.target),
+             cpu && c.openmp, cpu ? c.vectorSize : 0};
+}
+
+// Kernel sets live for the whole process. These maps are never destroyed:
+// tearing JIT engines down during static destruction races with LLVM's own
+// globals.
+std::mutex &registryMutex() {
+  static auto *m = new std::mutex;
+  return *m;
+}
+std::map<Key, KernelBackend> &precompiled() {
+  static auto *m = new std::map<Key, KernelBackend>;
+  return *m;
+}
+std::map<Key, std::shared_ptr<KernelSet>> &cache() {
+  static auto *m = new std::map<Key, std::shared_ptr<KernelSet>>;
+  return *m;
+}
+
+} // namespace
+
+void KernelSet::registerPrecompiled(const KernelConfig &config,
+                                    KernelBackend backend) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  precompiled()[keyOf(config)] = std::move(backend);
+}
+
+std::shared_ptr<KernelSet>
+detail::getOrCreate(const KernelConfig &config, Status &status,
+                    const std::function<Status(KernelBackend &)> &compile) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  Key key = keyOf(config);
+  status = Status();
+  if (auto it = cache().find(key); it != cache().end())
+    return it->second;
+  KernelBackend backend;
+  if (auto it = precompiled().find(key); it != precompiled().end())
+    backend = it->second;
+  else if (compile)
+    status = compile(backend);
+  else
+    status = Status::error(
+        std::string("no precompiled kernels for ") +
+        elementTypeName(config.elementType) + ", head_dim " +
+        std::to_string(config.headDim) + ", kpool " +
+        std::to_string(config.kpool) + " on the " +
+        (config.target == Target::CPU ? "CPU" : "CUDA") +
+        " target: build them with kpool-aot (kpool_add_aot_kernels) and "
+        "call their registration function, or link KPoolRuntime to JIT "
+        "them");
+  if (!status.ok())
+    return nullptr;
+  auto set = std::make_shared<KernelSet>(config, std::move(backend));
+  cache().emplace(key, set);
+  return set;
+}
+
+std::shared_ptr<KernelSet> KernelSet::getPrecompiled(const KernelConfig &config,
+                                                     Status &status) {
+  return getOrCreate(config, status, nullptr);
+}
 
 #define KPOOL_TRY(expr)                                                        \
   do {                                                                         \
@@ -226,7 +172,7 @@ Status KernelSet::poolOffsets(const View &pro, const View &iro,
   }
   Desc1 dPro = Desc1::from(pro), dIro = Desc1::from(iro),
         dCache = Desc1::from(cache);
-  impl->poolOffsets(&dPro, &dIro, &dCache);
+  impl->backend.poolOffsets(&dPro, &dIro, &dCache);
   return Status();
 }
 
@@ -263,7 +209,7 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
         dGate = Desc2::from(gate), dApe = Desc2::from(ape);
   Desc1 dIro = Desc1::from(iro), dPro = Desc1::from(pro),
         dCache = Desc1::from(cache);
-  impl->compress(&dPooled, &dK, &dGate, &dApe, &dIro, &dPro, &dCache);
+  impl->backend.compress(&dPooled, &dK, &dGate, &dApe, &dIro, &dPro, &dCache);
   return Status();
 }
 
@@ -303,7 +249,7 @@ Status KernelSet::seedTail(const View &tail, const View &k, const View &gate,
   Desc2 dK = Desc2::from(k), dGate = Desc2::from(gate);
   Desc1 dIro = Desc1::from(iro), dCache = Desc1::from(cache),
         dSlots = Desc1::from(slots);
-  impl->seedTail(&dTail, &dK, &dGate, &dIro, &dCache, &dSlots, numRequests);
+  impl->backend.seedTail(&dTail, &dK, &dGate, &dIro, &dCache, &dSlots, numRequests);
   return Status();
 }
 
@@ -325,7 +271,7 @@ Status KernelSet::ringClose(const View &pooled, const View &closed,
   Desc1 dClosed = Desc1::from(closed), dIro = Desc1::from(iro),
         dCache = Desc1::from(cache), dSlots = Desc1::from(slots);
   Desc4 dTail = Desc4::from(tail);
-  impl->ringClose(&dPooled, &dClosed, &dTail, &dK, &dGate, &dApe, &dIro,
+  impl->backend.ringClose(&dPooled, &dClosed, &dTail, &dK, &dGate, &dApe, &dIro,
                   &dCache, &dSlots, numRequests);
   return Status();
 }

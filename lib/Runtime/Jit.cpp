@@ -1,0 +1,128 @@
+//===- Jit.cpp - JIT-compiled kpool kernels -------------------------------===//
+//
+// KernelSet::get for configurations with no precompiled kernels: builds the
+// kernel module (KernelModule.h), lowers it with kpool-lower-to-llvm and
+// compiles it with MLIR's ExecutionEngine for the host CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kpool/Runtime/Runtime.h"
+
+#include "Core/KernelCache.h"
+#include "kpool/InitAll.h"
+#include "kpool/Pipelines/Pipelines.h"
+#include "kpool/Runtime/KernelModule.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace kpool;
+
+static mlir::DialectRegistry &registry() {
+  static mlir::DialectRegistry *r = [] {
+    auto *reg = new mlir::DialectRegistry();
+    mlir::registerAllDialects(*reg);
+    mlir::registerAllExtensions(*reg);
+    mlir::registerAllToLLVMIRTranslations(*reg);
+    mlir::kpool::registerAllDialects(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+/// JIT-compiles the four kernels of `config` for the host CPU.
+namespace {
+/// What JIT-compiled kernels live in.
+struct JitState {
+  mlir::MLIRContext context{registry()};
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+};
+} // namespace
+
+static Status compile(const KernelConfig &config, KernelBackend &backend) {
+  if (config.target != Target::CPU)
+    return Status::error("the CUDA target is served by the ahead-of-time "
+                         "kernels (kpool-aot); the JIT runtime compiles for "
+                         "the CPU");
+  if (config.headDim < 1 || config.kpool < 1)
+    return Status::error("head_dim and kpool must be at least 1, got " +
+                         std::to_string(config.headDim) + " and " +
+                         std::to_string(config.kpool));
+  // The context outlives the engine's entry points: both are kept by the
+  // backend's owner.
+  auto state = std::make_shared<JitState>();
+  mlir::MLIRContext &context = state->context;
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << d << "\n";
+    return mlir::success();
+  });
+
+  std::string prefix = mlir::kpool::kernelPrefix(config.elementType,
+                                                 config.headDim, config.kpool);
+  auto module = mlir::kpool::buildKernelModule(
+      context, config.elementType, config.headDim, config.kpool, prefix);
+  mlir::PassManager pm(&context);
+  mlir::kpool::LowerToLLVMOptions options;
+  options.bufferize = false;
+  options.openmp = config.openmp;
+  options.vectorSize = config.vectorSize;
+  mlir::kpool::buildLowerToLLVMPipeline(pm, options);
+  if (mlir::failed(pm.run(*module)))
+    return Status::error("lowering the kernels failed:\n" + diagnostics);
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  mlir::ExecutionEngineOptions engineOptions;
+  auto transformer = mlir::makeOptimizingTransformer(
+      /*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
+  engineOptions.transformer = transformer;
+  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  engineOptions.enableGDBNotificationListener = false;
+  engineOptions.enablePerfNotificationListener = false;
+  llvm::SmallVector<llvm::StringRef> libs;
+  if (config.openmp)
+    libs.push_back(KPOOL_LIBOMP_PATH);
+  engineOptions.sharedLibPaths = libs;
+  auto created = mlir::ExecutionEngine::create(*module, engineOptions);
+  if (!created)
+    return Status::error("JIT compilation failed: " +
+                         llvm::toString(created.takeError()) + "\n" +
+                         diagnostics);
+  state->engine = std::move(*created);
+  mlir::ExecutionEngine &engine = *state->engine;
+
+  mlir::kpool::KernelNames names(prefix);
+  auto lookup = [&](const std::string &name, auto &fn) -> Status {
+    auto symbol = engine.lookup("_mlir_ciface_" + name);
+    if (!symbol)
+      return Status::error("kernel '" + name +
+                           "' not found: " + llvm::toString(symbol.takeError()));
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(*symbol);
+    return Status();
+  };
+  for (Status s : {lookup(names.compress, backend.compress),
+                   lookup(names.seedTail, backend.seedTail),
+                   lookup(names.ringClose, backend.ringClose),
+                   lookup(names.poolOffsets, backend.poolOffsets)})
+    if (!s.ok())
+      return s;
+  backend.owner = std::move(state);
+  return Status();
+}
+
+std::shared_ptr<KernelSet> KernelSet::get(const KernelConfig &config,
+                                          Status &status) {
+  return detail::getOrCreate(config, status, [&](KernelBackend &backend) {
+    return compile(config, backend);
+  });
+}
