@@ -13,10 +13,10 @@ using namespace mlir;
 using namespace mlir::kpool;
 
 KernelNames::KernelNames(StringRef prefix)
-    : compress((prefix + "compress").str()),
-      seedTail((prefix + "seed_tail").str()),
-      ringClose((prefix + "ring_close").str()),
-      poolOffsets((prefix + "pool_offsets").str()) {}
+    : compress((prefix + "compress_memref").str()),
+      seedTail((prefix + "seed_tail_memref").str()),
+      ringClose((prefix + "ring_close_memref").str()),
+      poolOffsets((prefix + "pool_offsets_memref").str()) {}
 
 static const char *typeName(KPoolElementType type) {
   switch (type) {

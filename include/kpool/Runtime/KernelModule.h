@@ -6,16 +6,19 @@
 // build both compile this module, so the calling convention below is the
 // one of both:
 //
-//   void _mlir_ciface_<prefix>compress(pooled, k, gate, ape, iro, pro, cache)
-//   void _mlir_ciface_<prefix>seed_tail(tail, k, gate, iro, cache, slots, n)
-//   void _mlir_ciface_<prefix>ring_close(pooled, closed, tail, k, gate, ape,
-//                                        iro, cache, slots, n)
-//   void _mlir_ciface_<prefix>pool_offsets(pro, iro, cache)
+//   void _mlir_ciface_<prefix>compress_memref(pooled, k, gate, ape, iro, pro,
+//                                             cache)
+//   void _mlir_ciface_<prefix>seed_tail_memref(tail, k, gate, iro, cache,
+//                                              slots, n)
+//   void _mlir_ciface_<prefix>ring_close_memref(pooled, closed, tail, k, gate,
+//                                               ape, iro, cache, slots, n)
+//   void _mlir_ciface_<prefix>pool_offsets_memref(pro, iro, cache)
 //
 // Every memref argument is a pointer to a strided memref descriptor
 // {allocated, aligned, offset, sizes[rank], strides[rank]} (see
 // kpool/Runtime/Descriptor.h); `n` (num_requests) is an int32_t. Metadata is
-// 32-bit (read as unsigned), closed_pool int32, ape f32.
+// 32-bit (read as unsigned), closed_pool int32, ape f32. kpool-aot's header
+// wraps them as `<prefix>compress(const KPoolView *pooled, ...)` and so on.
 //
 //===----------------------------------------------------------------------===//
 
