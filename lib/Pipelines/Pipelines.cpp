@@ -22,6 +22,9 @@ void kpool::buildBufferizationPipeline(OpPassManager &pm) {
   pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
   bufferization::BufferDeallocationPipelineOptions deallocOptions;
   bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
+  // The deallocation pipeline leaves bufferization.clone where a function
+  // returns a buffer it also updated (the ring after seed_tail).
+  pm.addPass(createConvertBufferizationToMemRefPass());
 }
 
 void kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
@@ -56,4 +59,10 @@ void kpool::registerPipelines() {
       "Lower kpool ops on tensors (or memrefs, bufferize=false) in func.func "
       "to the LLVM dialect for the CPU",
       buildLowerToLLVMPipeline);
+  PassPipelineRegistration<LowerToNVVMOptions>(
+      "kpool-lower-to-nvvm",
+      "Lower kpool ops on tensors (or memrefs, bufferize=false) in func.func "
+      "to GPU kernels in a gpu.binary (NVVM) and host code in the LLVM "
+      "dialect that launches them on the caller's device buffers",
+      buildLowerToNVVMPipeline);
 }

@@ -104,23 +104,48 @@ public:
     return success();
   }
 
-  /// Checks that `value` (rank 1) has `base + delta` elements where `base`
-  /// is the size of the rank-1 `baseValue`, when both sizes are static.
-  LogicalResult checkLength(Value value, StringRef name, Value baseValue,
-                            StringRef baseName, int64_t delta) {
-    int64_t actual = type(value).getDimSize(0);
-    int64_t base = type(baseValue).getDimSize(0);
-    if (ShapedType::isDynamic(actual) || ShapedType::isDynamic(base) ||
-        actual == base + delta)
-      return success();
-    auto diag = op->emitOpError() << "expected '" << name << "' to have ";
-    if (delta == 1)
-      diag << "one more element than '" << baseName << "' (" << base + delta
-           << ")";
-    else
-      diag << "as many elements as '" << baseName << "' (" << base << ")";
-    diag << ", got " << actual;
-    return diag;
+  /// A 1-D operand whose length is the batch size plus `delta`.
+  struct BatchOperand {
+    Value value;
+    StringRef name;
+    int64_t delta;
+  };
+
+  /// Checks that the static lengths of `operands` agree on one batch size,
+  /// taken from the first static one, and returns it (or kDynamic).
+  FailureOr<int64_t> checkBatch(ArrayRef<BatchOperand> operands) {
+    const BatchOperand *base = nullptr;
+    for (const BatchOperand &o : operands) {
+      int64_t size = type(o.value).getDimSize(0);
+      if (ShapedType::isDynamic(size))
+        continue;
+      if (size < o.delta) {
+        op->emitOpError() << "expected '" << o.name << "' to have at least "
+                          << o.delta << " element, got " << size;
+        return failure();
+      }
+      if (!base) {
+        base = &o;
+        continue;
+      }
+      int64_t baseSize = type(base->value).getDimSize(0);
+      int64_t expected = baseSize - base->delta + o.delta;
+      if (size == expected)
+        continue;
+      auto diag = op->emitOpError() << "expected '" << o.name << "' to have ";
+      int64_t relation = o.delta - base->delta;
+      if (relation == 1)
+        diag << "one more element than";
+      else if (relation == -1)
+        diag << "one fewer element than";
+      else
+        diag << "as many elements as";
+      diag << " '" << base->name << "' (" << expected << "), got " << size;
+      return failure();
+    }
+    if (!base)
+      return ShapedType::kDynamic;
+    return type(base->value).getDimSize(0) - base->delta;
   }
 
   /// Keys and gates: `[tokens, head_dim]`, bf16/f16/f32, same type.
@@ -195,17 +220,21 @@ private:
   Operation *op;
 };
 
-/// Reports reads of every memref operand and writes of the memref `outs`.
+/// Reports reads of the memref operands and writes of the memref `outs`.
+/// `outs` are read too unless `initsRead` is false (ring_close overwrites
+/// every element of its outputs).
 void getDpsEffects(
     DestinationStyleOpInterface op,
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
+        &effects,
+    bool initsRead = true) {
   for (OpOperand &operand : op->getOpOperands()) {
     if (!isa<MemRefType>(operand.get().getType()))
       continue;
-    effects.emplace_back(MemoryEffects::Read::get(), &operand, /*stage=*/0,
-                         /*effectOnFullRegion=*/true,
-                         SideEffects::DefaultResource::get());
+    if (initsRead || !op.isDpsInit(&operand))
+      effects.emplace_back(MemoryEffects::Read::get(), &operand, /*stage=*/0,
+                           /*effectOnFullRegion=*/true,
+                           SideEffects::DefaultResource::get());
     if (op.isDpsInit(&operand))
       effects.emplace_back(MemoryEffects::Write::get(), &operand, /*stage=*/1,
                            /*effectOnFullRegion=*/true,
@@ -237,10 +266,9 @@ LogicalResult CompressOp::verify() {
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
       failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
       failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
-      failed(c.checkLength(getInputRowOffsets(), "input_row_offsets",
-                           getCacheLengths(), "cache_lengths", 1)) ||
-      failed(c.checkLength(getPoolRowOffsets(), "pool_row_offsets",
-                           getCacheLengths(), "cache_lengths", 1)) ||
+      failed(c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
+                           {getInputRowOffsets(), "input_row_offsets", 1},
+                           {getPoolRowOffsets(), "pool_row_offsets", 1}})) ||
       failed(c.checkShape(getPooled(), "pooled",
                           {ShapedType::kDynamic, headDim},
                           "pools x head_dim")) ||
@@ -277,10 +305,9 @@ LogicalResult SeedTailOp::verify() {
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
       failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
       failed(c.checkMetadata(getSlotIdx(), "slot_idx")) ||
-      failed(c.checkLength(getInputRowOffsets(), "input_row_offsets",
-                           getCacheLengths(), "cache_lengths", 1)) ||
-      failed(c.checkLength(getSlotIdx(), "slot_idx", getCacheLengths(),
-                           "cache_lengths", 0)) ||
+      failed(c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
+                           {getInputRowOffsets(), "input_row_offsets", 1},
+                           {getSlotIdx(), "slot_idx", 0}})) ||
       failed(c.checkShape(getTail(), "tail",
                           {ShapedType::kDynamic, 2, kpool, headDim},
                           "max_slots x 2 x kpool x head_dim")) ||
@@ -326,21 +353,25 @@ LogicalResult RingCloseOp::verify() {
       failed(c.checkApe(getApe(), kpool, headDim)) ||
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
       failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
-      failed(c.checkMetadata(getSlotIdx(), "slot_idx")) ||
-      failed(c.checkLength(getInputRowOffsets(), "input_row_offsets",
-                           getCacheLengths(), "cache_lengths", 1)) ||
-      failed(c.checkLength(getSlotIdx(), "slot_idx", getCacheLengths(),
-                           "cache_lengths", 0)))
+      failed(c.checkMetadata(getSlotIdx(), "slot_idx")))
     return failure();
-  int64_t batch = c.type(getCacheLengths()).getDimSize(0);
-  if (failed(c.checkShape(getPooled(), "pooled", {batch, headDim},
+  FailureOr<int64_t> batch =
+      c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
+                    {getInputRowOffsets(), "input_row_offsets", 1},
+                    {getSlotIdx(), "slot_idx", 0}});
+  if (failed(batch) ||
+      failed(c.checkShape(getClosedPool(), "closed_pool", {*batch}, "batch")))
+    return failure();
+  // With all metadata dynamic, closed_pool's length fixes the batch.
+  if (ShapedType::isDynamic(*batch))
+    batch = c.type(getClosedPool()).getDimSize(0);
+  if (failed(c.checkElement(getClosedPool(), "closed_pool",
+                            IntegerType::get(getContext(), 32), "")) ||
+      failed(c.checkShape(getPooled(), "pooled", {*batch, headDim},
                           "batch x head_dim")) ||
       failed(c.checkElement(getPooled(), "pooled",
                             c.type(getK()).getElementType(),
-                            " (the element type of 'k')")) ||
-      failed(c.checkShape(getClosedPool(), "closed_pool", {batch}, "batch")) ||
-      failed(c.checkElement(getClosedPool(), "closed_pool",
-                            IntegerType::get(getContext(), 32), "")))
+                            " (the element type of 'k')")))
     return failure();
   return success();
 }
@@ -348,7 +379,7 @@ LogicalResult RingCloseOp::verify() {
 void RingCloseOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  getDpsEffects(*this, effects);
+  getDpsEffects(*this, effects, /*initsRead=*/false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -365,10 +396,9 @@ LogicalResult PoolOffsetsOp::verify() {
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
       failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
       failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
-      failed(c.checkLength(getInputRowOffsets(), "input_row_offsets",
-                           getCacheLengths(), "cache_lengths", 1)) ||
-      failed(c.checkLength(getPoolRowOffsets(), "pool_row_offsets",
-                           getCacheLengths(), "cache_lengths", 1)))
+      failed(c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
+                           {getInputRowOffsets(), "input_row_offsets", 1},
+                           {getPoolRowOffsets(), "pool_row_offsets", 1}})))
     return failure();
   return success();
 }
