@@ -5,7 +5,9 @@
 // are dynamic, metadata is unsigned 32-bit. Outputs are passed in
 // (destination-passing style), so the step allocates nothing.
 //
-//   kpool-opt serving_step.mlir -kpool-lower-to-llvm          (CPU)
+//   kpool-opt serving_step.mlir -kpool-lower-to-llvm="deallocate=false"  (CPU;
+//       the step allocates nothing, so nothing needs deallocating and
+//       the ring and outputs are updated in place)
 //   kpool-opt serving_step.mlir -kpool-lower-to-nvvm          (sm_90)
 
 func.func @serving_step(

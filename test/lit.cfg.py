@@ -15,6 +15,14 @@ config.test_exec_root = os.path.join(config.kpool_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "README.txt", "lit.cfg.py", "lit.site.cfg.py",
                    "Inputs", "lit.local.cfg"]
 
+# lit.site.cfg.py.in does not set llvm_shlib_ext, and its mlir_lib_dir is empty
+# (Debian's MLIRConfig exports no MLIR_LIBRARY_DIR): fall back to the LLVM
+# install, where libMLIR and the runner libraries live.
+if not getattr(config, "llvm_shlib_ext", None):
+    config.llvm_shlib_ext = ".so"
+if not getattr(config, "mlir_lib_dir", None):
+    config.mlir_lib_dir = config.llvm_lib_dir
+
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%kpool_src_root", config.kpool_src_root))
@@ -49,3 +57,59 @@ ptxas = shutil.which("ptxas") or os.path.join(cuda_root, "bin", "ptxas")
 if os.path.exists(ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+
+# test/Docs regenerates the dialect and pass docs with the installed
+# mlir-tblgen and diffs them against the committed copies in docs/dialect;
+# test/Pipelines checks that the lowered modules translate to LLVM IR.
+config.substitutions.append(
+    ("%mlir_include_dir",
+     os.path.join(os.path.dirname(config.llvm_tools_dir), "include")))
+llvm_config.add_tool_substitutions(["mlir-tblgen", "mlir-translate"],
+                                   [config.llvm_tools_dir])
+
+# Embedding (test/CAPI, test/Python, test/Examples): the C API library,
+# Debian's Python with numpy and pytest (the `python3` first on PATH may be
+# another interpreter without them), and the CMake, generator and compiler
+# that configured this build, for building the example against an install.
+config.substitutions.append(
+    ("%kpool_capi_lib", os.path.join(config.kpool_lib_dir, "libKPoolCAPI.so")))
+
+import subprocess
+
+_python_numpy = "/usr/bin/python3"
+if os.path.exists(_python_numpy) and subprocess.call(
+        [_python_numpy, "-c", "import numpy, pytest"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("python-numpy")
+    config.substitutions.append(("%kpool_python", _python_numpy))
+
+
+def _read_cmake_cache(path):
+    entries = {}
+    if not os.path.exists(path):
+        return entries
+    with open(path) as cache:
+        for line in cache:
+            line = line.strip()
+            if not line or line.startswith(("#", "//")) or "=" not in line:
+                continue
+            key, value = line.split("=", 1)
+            entries[key.split(":", 1)[0]] = value
+    return entries
+
+
+_cache = _read_cmake_cache(os.path.join(config.kpool_obj_root,
+                                        "CMakeCache.txt"))
+if _cache.get("CMAKE_COMMAND") and _cache.get("CMAKE_CXX_COMPILER"):
+    config.available_features.add("kpool-build-tree")
+    config.substitutions.append(("%cmake_generator",
+                                 '"%s"' % _cache.get("CMAKE_GENERATOR",
+                                                     "Ninja")))
+    config.substitutions.append(("%cmake_cxx_compiler",
+                                 _cache["CMAKE_CXX_COMPILER"]))
+    config.substitutions.append(("%cmake_linker_flags",
+                                 "-fuse-ld=lld"
+                                 if _cache.get("LLVM_USE_LINKER") == "lld"
+                                 else ""))
+    # After %cmake_* (lit substitutes in order, and %cmake is a prefix).
+    config.substitutions.append(("%cmake", _cache["CMAKE_COMMAND"]))

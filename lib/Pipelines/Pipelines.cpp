@@ -16,10 +16,12 @@
 
 using namespace mlir;
 
-void kpool::buildBufferizationPipeline(OpPassManager &pm) {
+void kpool::buildBufferizationPipeline(OpPassManager &pm, bool deallocate) {
   bufferization::OneShotBufferizePassOptions bufferizeOptions;
   bufferizeOptions.bufferizeFunctionBoundaries = true;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
+  if (!deallocate)
+    return;
   bufferization::BufferDeallocationPipelineOptions deallocOptions;
   bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
   // The deallocation pipeline leaves bufferization.clone where a function
@@ -30,7 +32,7 @@ void kpool::buildBufferizationPipeline(OpPassManager &pm) {
 void kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
                                      const LowerToLLVMOptions &options) {
   if (options.bufferize)
-    buildBufferizationPipeline(pm);
+    buildBufferizationPipeline(pm, options.deallocate);
   pm.addPass(createConvertKPoolToLinalgPass());
   KPoolVectorizePoolRowsPassOptions vectorizeOptions;
   vectorizeOptions.vectorSize = options.vectorSize;

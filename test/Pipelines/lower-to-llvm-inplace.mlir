@@ -4,12 +4,21 @@
 //
 // The buffer deallocation pipeline returns such arguments through
 // `bufferization.clone`; the bufferization prefix of the pipelines runs
-// convert-bufferization-to-memref so that none survives.
+// convert-bufferization-to-memref so that none survives. With
+// `deallocate=false` (input that allocates nothing) the arguments are
+// updated and returned in place: no allocation, no copy.
 //
 // DEFINE: %{llvm_only} = --implicit-check-not=" kpool." --implicit-check-not=" linalg." --implicit-check-not=" scf." --implicit-check-not=" memref." --implicit-check-not=" vector." --implicit-check-not=" arith." --implicit-check-not=" math." --implicit-check-not=" cf." --implicit-check-not=" affine." --implicit-check-not=" bufferization." --implicit-check-not=" tensor." --implicit-check-not=" ub." --implicit-check-not=unrealized_conversion_cast
 //
 // RUN: kpool-opt %s -kpool-lower-to-llvm="vector-size=0" | FileCheck %s %{llvm_only} --implicit-check-not=" omp."
 // RUN: kpool-opt %s -kpool-lower-to-llvm | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=IR
+// RUN: kpool-opt %s -kpool-lower-to-llvm | FileCheck %s --check-prefix=COPY
+// RUN: kpool-opt %s -kpool-lower-to-llvm="deallocate=false" | FileCheck %s --check-prefix=INPLACE
+
+// COPY: llvm.call @malloc
+// INPLACE-NOT: @malloc
+// INPLACE-NOT: memcpy
+// INPLACE-NOT: llvm.intr.memcpy
 
 // CHECK-LABEL: llvm.func @step(
 //       CHECK:   llvm.return

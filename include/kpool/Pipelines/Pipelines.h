@@ -12,6 +12,8 @@
 
 #include "mlir/Pass/PassOptions.h"
 
+#include <string>
+
 namespace mlir {
 class OpPassManager;
 
@@ -34,6 +36,14 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
       llvm::cl::desc("Run one-shot-bufferize (function boundaries included) "
                      "first; turn off for input that is already on memrefs"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> deallocate{
+      *this, "deallocate",
+      llvm::cl::desc("Insert deallocations for what the input allocates "
+                     "(buffer-deallocation-pipeline). Public functions then "
+                     "return copies of arguments they updated in place; turn "
+                     "off for input that allocates nothing, to keep every "
+                     "update in place"),
+      llvm::cl::init(true)};
 };
 
 /// Bufferizes, lowers kpool to linalg, vectorizes the channel loops, lowers
@@ -42,10 +52,80 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
 void buildLowerToLLVMPipeline(OpPassManager &pm,
                               const LowerToLLVMOptions &options);
 
+/// Options of `kpool-lower-to-nvvm`.
+struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("NVIDIA GPU architecture (sm_XX)"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features; sm_90 needs at least +ptx80"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What the gpu.binary holds: isa (PTX text, JIT-compiled "
+                     "by the driver at load), bin (cubin) or fatbin (cubin "
+                     "plus PTX); bin and fatbin run ptxas at compile time"),
+      llvm::cl::init("fatbin")};
+  PassOptions::Option<std::string> cudaToolkit{
+      *this, "cuda-toolkit",
+      llvm::cl::desc("CUDA toolkit root for libdevice (math.exp), ptxas and "
+                     "fatbinary; empty: $CUDA_HOME, $CUDA_PATH, $CUDA_ROOT, "
+                     "then /usr/local/cuda, the first that exists"),
+      llvm::cl::init("")};
+  PassOptions::Option<int> optLevel{
+      *this, "opt-level",
+      llvm::cl::desc("LLVM optimization level of the device code"),
+      llvm::cl::init(3)};
+  PassOptions::Option<std::string> ptxasOptions{
+      *this, "ptxas-options",
+      llvm::cl::desc("Extra command-line options for ptxas"),
+      llvm::cl::init("")};
+  PassOptions::Option<int64_t> vectorBytes{
+      *this, "vector-bytes",
+      llvm::cl::desc("Widest per-thread access to a row, in bytes "
+                     "(kpool-map-to-gpu); the element size keeps it scalar"),
+      llvm::cl::init(16)};
+  PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block (kpool-map-to-gpu)"),
+      llvm::cl::init(256)};
+  PassOptions::Option<bool> approximateExp{
+      *this, "approximate-exp",
+      llvm::cl::desc("exp by MLIR's polynomial approximation, as on the CPU "
+                     "path, instead of libdevice's __nv_expf "
+                     "(kpool-map-to-gpu); always on when no CUDA toolkit is "
+                     "found, since libdevice comes from the toolkit"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> bufferize{
+      *this, "bufferize",
+      llvm::cl::desc("Run one-shot-bufferize (function boundaries included) "
+                     "first; turn off for input that is already on memrefs"),
+      llvm::cl::init(true)};
+};
+
+/// Bufferizes, lowers kpool to linalg, maps each op's parallel loop to a
+/// `gpu.launch` (kpool-map-to-gpu), outlines the kernels, lowers them to NVVM
+/// and serializes them into a `gpu.binary`, and lowers the host side to the
+/// LLVM dialect with `gpu.launch_func`, which mlir-translate turns into calls
+/// of the mgpu* runtime functions (lib/Runtime/CUDA). The kernels work on the
+/// caller's device buffers: the host code allocates and copies nothing.
+void buildLowerToNVVMPipeline(OpPassManager &pm,
+                              const LowerToNVVMOptions &options);
+
+/// The CUDA toolkit root `buildLowerToNVVMPipeline` uses for `option`: the
+/// option itself when set, else the first existing of $CUDA_HOME, $CUDA_PATH,
+/// $CUDA_ROOT and /usr/local/cuda, else empty.
+std::string resolveCudaToolkitPath(StringRef option);
+
 /// The bufferization prefix both pipelines share: one-shot-bufferize with
 /// function boundaries and fully dynamic layouts on function arguments, then
-/// the buffer deallocation pipeline.
-void buildBufferizationPipeline(OpPassManager &pm);
+/// (when `deallocate`) the buffer deallocation pipeline and
+/// convert-bufferization-to-memref. Deallocation makes public functions own
+/// their results, so a function that returns an argument it updated in
+/// place (the ring after seed_tail) returns a copy of it; input that
+/// allocates nothing can skip it and update in place with no copy.
+void buildBufferizationPipeline(OpPassManager &pm, bool deallocate = true);
 
 /// Registers `kpool-lower-to-llvm` (and the GPU pipeline when it is built).
 void registerPipelines();

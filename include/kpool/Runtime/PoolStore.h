@@ -43,13 +43,17 @@ public:
               const std::vector<uint32_t> &slots,
               std::vector<ProducedPool> *produced = nullptr);
 
-  /// Tokens the slot has seen (its cache length for the next call).
-  int64_t tokens(uint32_t slot) const { return seen.at(slot); }
-  /// Pools the slot has (all complete pools, ids 0 .. count-1).
+  /// Tokens the slot has seen (its cache length for the next call); -1 for
+  /// a slot outside [0, max_slots).
+  int64_t tokens(uint32_t slot) const;
+  /// Pools the slot has (all complete pools, ids 0 .. count-1); 0 for a
+  /// slot outside [0, max_slots).
   int64_t pools(uint32_t slot) const;
-  /// Pointer to pool `pool` of `slot`: head_dim elements of the element type.
+  /// Pointer to pool `pool` of `slot`: head_dim elements of the element
+  /// type; null when the slot or the pool does not exist.
   const void *pool(uint32_t slot, int64_t pool) const;
-  /// Forgets a slot's tokens and pools so a new request can take it.
+  /// Forgets a slot's tokens and pools so a new request can take it
+  /// (nothing for a slot outside [0, max_slots)).
   void reset(uint32_t slot);
 
   const KernelSet &kernels() const { return *kernelSet; }

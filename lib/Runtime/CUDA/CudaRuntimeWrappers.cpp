@@ -40,17 +40,58 @@ namespace {
 
 enum class OnError { Abort, Continue };
 
+/// Names of the errors most likely here, for when the driver cannot name
+/// them itself (the toolkit's stub libcuda.so answers every call with
+/// CUDA_ERROR_STUB_LIBRARY, cuGetErrorName included).
+const char *fallbackName(CUresult result) {
+  switch (result) {
+  case CUDA_ERROR_INVALID_VALUE:
+    return "CUDA_ERROR_INVALID_VALUE";
+  case CUDA_ERROR_OUT_OF_MEMORY:
+    return "CUDA_ERROR_OUT_OF_MEMORY";
+  case CUDA_ERROR_NOT_INITIALIZED:
+    return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_STUB_LIBRARY:
+    return "CUDA_ERROR_STUB_LIBRARY (the toolkit's stub libcuda.so was "
+           "loaded, not a driver)";
+  case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+    return "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER";
+  case CUDA_ERROR_NO_DEVICE:
+    return "CUDA_ERROR_NO_DEVICE";
+  case CUDA_ERROR_INVALID_DEVICE:
+    return "CUDA_ERROR_INVALID_DEVICE";
+  case CUDA_ERROR_INVALID_IMAGE:
+    return "CUDA_ERROR_INVALID_IMAGE";
+  case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+  case CUDA_ERROR_INVALID_PTX:
+    return "CUDA_ERROR_INVALID_PTX";
+  case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+  case CUDA_ERROR_NOT_FOUND:
+    return "CUDA_ERROR_NOT_FOUND";
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+    return "CUDA_ERROR_ILLEGAL_ADDRESS";
+  case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+    return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+  case CUDA_ERROR_LAUNCH_FAILED:
+    return "CUDA_ERROR_LAUNCH_FAILED";
+  default:
+    return "unknown CUDA error";
+  }
+}
+
 const char *errorName(CUresult result) {
   const char *name = nullptr;
   if (cuGetErrorName(result, &name) != CUDA_SUCCESS || !name)
-    return "unknown CUDA error";
+    return fallbackName(result);
   return name;
 }
 
 const char *errorString(CUresult result) {
   const char *text = nullptr;
   if (cuGetErrorString(result, &text) != CUDA_SUCCESS || !text)
-    return "no description";
+    return "no description from the driver";
   return text;
 }
 
@@ -59,9 +100,8 @@ bool check(CUresult result, const char *entry, const char *call,
            OnError onError) {
   if (result == CUDA_SUCCESS)
     return true;
-  std::fprintf(stderr,
-               "kpool_cuda_runtime: %s: %s failed: %s (%d): %s%s\n", entry,
-               call, errorName(result), static_cast<int>(result),
+  std::fprintf(stderr, "kpool_cuda_runtime: %s: %s failed: %s (%d): %s%s\n",
+               entry, call, errorName(result), static_cast<int>(result),
                errorString(result),
                onError == OnError::Abort ? "; aborting" : "");
   std::fflush(stderr);
@@ -71,7 +111,7 @@ bool check(CUresult result, const char *entry, const char *call,
 }
 
 #define KPOOL_CUDA_CHECK(expr) check((expr), __func__, #expr, OnError::Abort)
-#define KPOOL_CUDA_REPORT(expr)                                               \
+#define KPOOL_CUDA_REPORT(expr)                                                \
   check((expr), __func__, #expr, OnError::Continue)
 
 /// The device `mgpuSetDefaultDevice` selected.
@@ -193,8 +233,7 @@ KPOOL_CUDA_EXPORT CUmodule mgpuModuleLoadJIT(void *data, int optLevel) {
                     errorLog,
                     reinterpret_cast<void *>(static_cast<uintptr_t>(kLogSize))};
   CUmodule module = nullptr;
-  CUresult result =
-      cuModuleLoadDataEx(&module, data, 3, options, values);
+  CUresult result = cuModuleLoadDataEx(&module, data, 3, options, values);
   if (result != CUDA_SUCCESS && errorLog[0])
     std::fprintf(stderr, "kpool_cuda_runtime: PTX JIT log:\n%s\n", errorLog);
   KPOOL_CUDA_CHECK(result);
@@ -222,11 +261,12 @@ KPOOL_CUDA_EXPORT CUfunction mgpuModuleGetFunction(CUmodule module,
 
 /// Launches `function` on `stream` with the kernel parameters `params`
 /// (`paramsCount` pointers to the argument values).
-KPOOL_CUDA_EXPORT void
-mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
-                 intptr_t gridZ, intptr_t blockX, intptr_t blockY,
-                 intptr_t blockZ, int32_t smem, CUstream stream, void **params,
-                 void **extra, size_t paramsCount) {
+KPOOL_CUDA_EXPORT void mgpuLaunchKernel(CUfunction function, intptr_t gridX,
+                                        intptr_t gridY, intptr_t gridZ,
+                                        intptr_t blockX, intptr_t blockY,
+                                        intptr_t blockZ, int32_t smem,
+                                        CUstream stream, void **params,
+                                        void **extra, size_t paramsCount) {
   (void)paramsCount;
   KPOOL_CUDA_CONTEXT();
   if (smem > 0) {
@@ -234,9 +274,8 @@ mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
     KPOOL_CUDA_CHECK(cuFuncSetAttribute(
         function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
   }
-  KPOOL_CUDA_CHECK(cuLaunchKernel(function, gridX, gridY, gridZ, blockX,
-                                  blockY, blockZ, smem, stream, params,
-                                  extra));
+  KPOOL_CUDA_CHECK(cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY,
+                                  blockZ, smem, stream, params, extra));
 }
 
 //===----------------------------------------------------------------------===//
@@ -328,8 +367,8 @@ KPOOL_CUDA_EXPORT void mgpuMemcpy(void *dst, void *src, size_t sizeBytes,
 }
 
 /// Sets `count` 32-bit words at `dst` to `value` on `stream`.
-KPOOL_CUDA_EXPORT void mgpuMemset32(void *dst, unsigned int value,
-                                    size_t count, CUstream stream) {
+KPOOL_CUDA_EXPORT void mgpuMemset32(void *dst, unsigned int value, size_t count,
+                                    CUstream stream) {
   if (count == 0)
     return;
   KPOOL_CUDA_CONTEXT();
@@ -379,13 +418,12 @@ KPOOL_CUDA_EXPORT void mgpuMemHostUnregister(void *ptr) {
 
 /// Registers the elements a ranked memref view covers. `descriptor` points
 /// to the view's descriptor, `elementSizeBytes` is its element size.
-KPOOL_CUDA_EXPORT void mgpuMemHostRegisterMemRef(int64_t rank,
-                                                 void *descriptor,
+KPOOL_CUDA_EXPORT void mgpuMemHostRegisterMemRef(int64_t rank, void *descriptor,
                                                  int64_t elementSizeBytes) {
   DescriptorView view = viewOf(rank, descriptor);
   size_t bytes = spanBytes(rank, view, elementSizeBytes);
-  auto *first = static_cast<char *>(view.aligned) +
-                view.offset * elementSizeBytes;
+  auto *first =
+      static_cast<char *>(view.aligned) + view.offset * elementSizeBytes;
   mgpuMemHostRegister(first, bytes);
 }
 
@@ -395,8 +433,8 @@ KPOOL_CUDA_EXPORT void mgpuMemHostUnregisterMemRef(int64_t rank,
   DescriptorView view = viewOf(rank, descriptor);
   if (spanBytes(rank, view, elementSizeBytes) == 0)
     return;
-  auto *first = static_cast<char *>(view.aligned) +
-                view.offset * elementSizeBytes;
+  auto *first =
+      static_cast<char *>(view.aligned) + view.offset * elementSizeBytes;
   mgpuMemHostUnregister(first);
 }
 

@@ -199,10 +199,16 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
     KPOOL_TRY(v.load(cache, lengths));
     KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
     // The expected counts come from the pool_offsets kernel: one
-    // implementation of the metadata arithmetic.
+    // implementation of the metadata arithmetic. The kernel writes the
+    // target's memory, so for device-resident metadata (readMetadata set)
+    // the host computes them (its output here is a host vector).
     std::vector<uint32_t> expected(batch + 1);
-    View expectedView = denseView(expected.data(), {batch + 1});
-    KPOOL_TRY(poolOffsets(expectedView, iro, cache, Validation::Trust));
+    if (impl->backend.readMetadata) {
+      expected = hostPoolOffsets(offsets, lengths, c.kpool);
+    } else {
+      View expectedView = denseView(expected.data(), {batch + 1});
+      KPOOL_TRY(poolOffsets(expectedView, iro, cache, Validation::Trust));
+    }
     KPOOL_TRY(v.poolRows(pools, expected, offsets, lengths, pooled.sizes[0]));
   }
   Desc2 dPooled = Desc2::from(pooled), dK = Desc2::from(k),

@@ -18,8 +18,14 @@ PoolStore::PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
   store.resize(maxSlots);
 }
 
+int64_t PoolStore::tokens(uint32_t slot) const {
+  return slot < maxSlots ? int64_t(seen[slot]) : -1;
+}
+
 int64_t PoolStore::pools(uint32_t slot) const {
-  return static_cast<int64_t>(store.at(slot).size()) / rowBytes;
+  if (slot >= maxSlots)
+    return 0;
+  return static_cast<int64_t>(store[slot].size()) / rowBytes;
 }
 
 const void *PoolStore::pool(uint32_t slot, int64_t pool) const {
@@ -29,8 +35,10 @@ const void *PoolStore::pool(uint32_t slot, int64_t pool) const {
 }
 
 void PoolStore::reset(uint32_t slot) {
-  seen.at(slot) = 0;
-  store.at(slot).clear();
+  if (slot >= maxSlots)
+    return;
+  seen[slot] = 0;
+  store[slot].clear();
 }
 
 Status PoolStore::step(const View &k, const View &gate,

@@ -1,0 +1,198 @@
+/*===- kpool-c/Runtime.h - C API of the kpool runtime -------------*- C -*-===*\
+|*                                                                            *|
+|* The four kpool kernels, JIT-compiled once per (element type, head_dim,    *|
+|* kpool) and run on caller-owned strided buffers (KPoolView), and the pool  *|
+|* store that runs ring_close, compress and seed_tail for calls of any       *|
+|* shape. This is what the Python package binds with ctypes.                 *|
+|*                                                                            *|
+|* Errors. No function here aborts on bad input. A function that can fail    *|
+|* returns NULL on success or a KPoolError the caller must free with         *|
+|* kpoolErrorDestroy; kpoolErrorMessage says what is wrong, naming the op,   *|
+|* the request and the field, e.g.                                           *|
+|*   "compress: request 2: input_row_offsets[3] = 70 reaches past the 64     *|
+|*    rows of 'k'".                                                           *|
+|* A call that fails writes none of its outputs.                             *|
+|*                                                                            *|
+|* Views. Every operand is a KPoolView (kpool-c/View.h): data pointer, rank, *|
+|* sizes and strides counted in elements. Keys, gates, pooled keys and the   *|
+|* ring have the kernel set's element type (bf16 and f16 as their 16-bit    *|
+|* patterns), `ape` is f32, offsets, cache lengths and slots are uint32 and  *|
+|* closed_pool is int32; the views carry no element type, so the caller     *|
+|* must get these right.                                                     *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef KPOOL_C_RUNTIME_H
+#define KPOOL_C_RUNTIME_H
+
+#include "kpool-c/View.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifndef KPOOL_CAPI_EXPORTED
+#define KPOOL_CAPI_EXPORTED __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===----------------------------------------------------------------------===*
+ * Errors
+ *===----------------------------------------------------------------------===*/
+
+/// An error: a message. Owned by the caller once returned.
+typedef struct KPoolError KPoolError;
+
+/// The error's message (valid until the error is destroyed).
+KPOOL_CAPI_EXPORTED const char *kpoolErrorMessage(const KPoolError *error);
+
+/// Frees `error`; NULL is allowed.
+KPOOL_CAPI_EXPORTED void kpoolErrorDestroy(KPoolError *error);
+
+/// "bf16", "f16", "f32", or NULL for a value that is not an element type.
+KPOOL_CAPI_EXPORTED const char *kpoolElementTypeName(KPoolElementType type);
+
+/*===----------------------------------------------------------------------===*
+ * Kernel sets
+ *===----------------------------------------------------------------------===*/
+
+/// The four kernels compiled for one configuration (CPU target).
+typedef struct KPoolKernelSet KPoolKernelSet;
+
+/// Compiles the kernels for keys of `elementType`, `headDim` channels and
+/// `kpool` tokens per pool, or takes them from the process-wide cache when
+/// an identical configuration was compiled before. `openmp` runs pooled rows
+/// and requests on OpenMP threads; `vectorSize` is the number of channels per
+/// vector in the pooled-row loops (16 is the default of the C++ API, 0 keeps
+/// them scalar). On success stores a new handle in `*result`.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
+                     int64_t kpool, bool openmp, int64_t vectorSize,
+                     KPoolKernelSet **result);
+
+/// Releases the handle; NULL is allowed. Compiled code stays cached, and
+/// pool stores made from the set keep working.
+KPOOL_CAPI_EXPORTED void kpoolKernelSetDestroy(KPoolKernelSet *kernels);
+
+KPOOL_CAPI_EXPORTED KPoolElementType
+kpoolKernelSetGetElementType(const KPoolKernelSet *kernels);
+KPOOL_CAPI_EXPORTED int64_t
+kpoolKernelSetGetHeadDim(const KPoolKernelSet *kernels);
+KPOOL_CAPI_EXPORTED int64_t
+kpoolKernelSetGetKPool(const KPoolKernelSet *kernels);
+
+// The ops, operands in the order of the C++ KernelSet (outputs first). With
+// `validate` false the host-side checks of the metadata values are skipped
+// and only the kernels' own guards remain (shapes are always checked); that
+// exists to test the guards.
+
+/// kpool.compress: pooled[pool_row_offsets[b] + j] for each pool j made only
+/// of request b's tokens in this call.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolCompress(const KPoolKernelSet *kernels, const KPoolView *pooled,
+              const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
+              const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
+              const KPoolView *cacheLengths, bool validate);
+
+/// kpool.seed_tail: stashes each request's trailing open-pool tokens in its
+/// ring slot of `tail` (read-write).
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
+              const KPoolView *k, const KPoolView *gate,
+              const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
+              const KPoolView *slotIdx, int32_t numRequests, bool validate);
+
+/// kpool.ring_close: closes the pool the ring holds open for each request;
+/// writes every row of `pooled` [B, head_dim] and `closedPool` [B].
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolRingClose(const KPoolKernelSet *kernels, const KPoolView *pooled,
+               const KPoolView *closedPool, const KPoolView *tail,
+               const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
+               const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
+               const KPoolView *slotIdx, int32_t numRequests, bool validate);
+
+/// kpool.pool_offsets: the exclusive prefix sum of the per-request counts of
+/// pools made only of this call's tokens ([B+1]).
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
+                 const KPoolView *inputRowOffsets,
+                 const KPoolView *cacheLengths, bool validate);
+
+/*===----------------------------------------------------------------------===*
+ * Pool stores
+ *===----------------------------------------------------------------------===*/
+
+/// Owns a tail ring of `maxSlots` slots and, per slot, the pooled keys
+/// produced so far; runs ring_close, compress and seed_tail in that order
+/// for each call. Not thread-safe.
+typedef struct KPoolPoolStore KPoolPoolStore;
+
+/// One pool produced by a step.
+typedef struct KPoolProducedPool {
+  uint32_t slot;    ///< the request's ring slot
+  int32_t fromRing; ///< 1: closed by ring_close, 0: built by compress
+  int64_t pool; ///< pool id: absolute positions [pool*kpool, (pool+1)*kpool)
+} KPoolProducedPool;
+
+/// A store for slots [0, maxSlots) running `kernels`, with the position
+/// embedding `ape` ([kpool, head_dim] f32, dense, copied).
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolPoolStoreCreate(const KPoolKernelSet *kernels, int64_t maxSlots,
+                     const float *ape, KPoolPoolStore **result);
+
+/// Frees the store; NULL is allowed.
+KPOOL_CAPI_EXPORTED void kpoolPoolStoreDestroy(KPoolPoolStore *store);
+
+/// Runs one call of `numRequests` requests: request b brings rows
+/// [inputRowOffsets[b], inputRowOffsets[b+1]) of `k` and `gate` ([rows,
+/// head_dim] views of the element type) for ring slot `slots[b]`, continuing
+/// where that slot's earlier calls stopped. `inputRowOffsets` has
+/// numRequests + 1 entries. Stores the number of pools produced in
+/// `*numProduced` (if not NULL); kpoolPoolStoreGetProduced lists them. On
+/// error nothing in the store changes.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolPoolStoreStep(KPoolPoolStore *store, const KPoolView *k,
+                   const KPoolView *gate, int64_t numRequests,
+                   const uint32_t *inputRowOffsets, const uint32_t *slots,
+                   int64_t *numProduced);
+
+/// The pools the last successful step produced, in order (per request: the
+/// ring's pool first, then compress's in id order). Stores the count in
+/// `*count`. Valid until the next step or the store's destruction.
+KPOOL_CAPI_EXPORTED const KPoolProducedPool *
+kpoolPoolStoreGetProduced(const KPoolPoolStore *store, int64_t *count);
+
+KPOOL_CAPI_EXPORTED int64_t
+kpoolPoolStoreGetMaxSlots(const KPoolPoolStore *store);
+
+/// Tokens the slot has seen (its cache length for the next call); -1 for a
+/// slot that is not below max_slots.
+KPOOL_CAPI_EXPORTED int64_t kpoolPoolStoreGetTokens(const KPoolPoolStore *store,
+                                                    uint32_t slot);
+
+/// Complete pools the slot has (ids 0 .. count-1); -1 for a bad slot.
+KPOOL_CAPI_EXPORTED int64_t
+kpoolPoolStoreGetNumPools(const KPoolPoolStore *store, uint32_t slot);
+
+/// Pool `pool` of `slot`: head_dim dense elements of the element type, valid
+/// until the next step, reset or destruction; NULL when out of range.
+KPOOL_CAPI_EXPORTED const void *
+kpoolPoolStoreGetPool(const KPoolPoolStore *store, uint32_t slot, int64_t pool);
+
+/// Copies pools [first, first + count) of `slot` into rows of `dst`
+/// ([count, head_dim] view of the element type, any strides).
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
+                        int64_t first, int64_t count, const KPoolView *dst);
+
+/// Forgets a slot's tokens and pools so that a new request can take it.
+KPOOL_CAPI_EXPORTED KPoolError *kpoolPoolStoreReset(KPoolPoolStore *store,
+                                                    uint32_t slot);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KPOOL_C_RUNTIME_H */

@@ -1,0 +1,46 @@
+"""kpool from Python: the pooled-key kernels on numpy arrays.
+
+A ctypes binding of libKPoolCAPI.so (no compiled extension), plus a pure-numpy
+reference of the spec in :mod:`kpool.reference`. bf16 arrays are uint16 bit
+patterns (see :mod:`kpool.types`).
+
+Quick start::
+
+    import numpy as np, kpool
+    ape = np.zeros((4, 128), np.float32)
+    pooled = kpool.compress(k, gate, ape, iro, None, cache)   # pro computed
+    store = kpool.PoolStore(ape, max_slots=8, dtype="bf16")
+    produced = store.step(k, gate, iro, slots)
+
+The library is found through ``$KPOOL_CAPI_LIB`` or next to an install; see
+:mod:`kpool._capi` and docs/python.md.
+"""
+
+from . import reference
+from ._capi import KPoolError, LibraryNotFoundError, library_path
+from .runtime import (KernelSet, PoolStore, ProducedPool, compress,
+                      kernel_set, pool_offsets, ring_close, seed_tail)
+from .types import (DTYPES, bf16_to_f32, element_type, f32_to_bf16, from_f32,
+                    to_f32, ulp_distance)
+
+__all__ = [
+    "DTYPES",
+    "KPoolError",
+    "KernelSet",
+    "LibraryNotFoundError",
+    "PoolStore",
+    "ProducedPool",
+    "bf16_to_f32",
+    "compress",
+    "element_type",
+    "f32_to_bf16",
+    "from_f32",
+    "kernel_set",
+    "library_path",
+    "pool_offsets",
+    "reference",
+    "ring_close",
+    "seed_tail",
+    "to_f32",
+    "ulp_distance",
+]

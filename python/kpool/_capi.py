@@ -1,0 +1,164 @@
+"""ctypes bindings of libKPoolCAPI.so (kpool-c/View.h, kpool-c/Runtime.h).
+
+The library is looked up, in order:
+
+1. ``$KPOOL_CAPI_LIB``: the path of the library file itself (when set, the
+   only place tried);
+2. next to an install: ``<prefix>/lib/libKPoolCAPI.so`` when this package is
+   ``<prefix>/python/kpool`` (what ``cmake --install`` lays out);
+3. the package directory itself (a copy of the library placed there);
+4. the dynamic loader's search path (``LD_LIBRARY_PATH``, ldconfig).
+
+It is loaded on first use, so ``kpool.reference`` works without it.
+"""
+
+import ctypes
+import os
+import threading
+
+LIBRARY_NAME = "libKPoolCAPI.so"
+ENV_VAR = "KPOOL_CAPI_LIB"
+
+MAX_RANK = 4
+
+# KPoolElementType
+BF16 = 0
+F16 = 1
+F32 = 2
+
+
+class KPoolError(ValueError):
+    """An operand or its metadata is invalid; nothing was written.
+
+    Raised for errors the runtime reports (the message names the op, the
+    request and the field, e.g. ``compress: request 2: input_row_offsets[3]
+    = 70 reaches past the 64 rows of 'k'``) and for operands this package
+    rejects before calling it (wrong shapes, strides that are not a whole
+    number of elements).
+    """
+
+
+class LibraryNotFoundError(OSError):
+    """libKPoolCAPI.so could not be found or loaded."""
+
+
+class View(ctypes.Structure):
+    """KPoolView: data pointer, rank, sizes and strides in elements."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("rank", ctypes.c_int64),
+        ("sizes", ctypes.c_int64 * MAX_RANK),
+        ("strides", ctypes.c_int64 * MAX_RANK),
+    ]
+
+
+class ProducedPoolStruct(ctypes.Structure):
+    """KPoolProducedPool."""
+
+    _fields_ = [
+        ("slot", ctypes.c_uint32),
+        ("fromRing", ctypes.c_int32),
+        ("pool", ctypes.c_int64),
+    ]
+
+
+_ErrorP = ctypes.c_void_p
+_ViewP = ctypes.POINTER(View)
+_lock = threading.Lock()
+_lib = None
+
+
+def candidate_paths():
+    """The places searched for the library, in order (see module doc)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = []
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return [env]
+    paths.append(os.path.normpath(os.path.join(here, "..", "..", "lib",
+                                               LIBRARY_NAME)))
+    paths.append(os.path.join(here, LIBRARY_NAME))
+    paths.append(LIBRARY_NAME)
+    return paths
+
+
+def _declare(lib):
+    def fn(name, restype, *argtypes):
+        f = getattr(lib, name)
+        f.restype = restype
+        f.argtypes = list(argtypes)
+
+    c_bool, c_int32, c_int64 = ctypes.c_bool, ctypes.c_int32, ctypes.c_int64
+    c_uint32, c_void_p = ctypes.c_uint32, ctypes.c_void_p
+    u32p = ctypes.POINTER(ctypes.c_uint32)
+    i64p = ctypes.POINTER(ctypes.c_int64)
+
+    fn("kpoolErrorMessage", ctypes.c_char_p, _ErrorP)
+    fn("kpoolErrorDestroy", None, _ErrorP)
+    fn("kpoolElementTypeName", ctypes.c_char_p, ctypes.c_int)
+    fn("kpoolKernelSetCreate", _ErrorP, ctypes.c_int, c_int64, c_int64,
+       c_bool, c_int64, ctypes.POINTER(c_void_p))
+    fn("kpoolKernelSetDestroy", None, c_void_p)
+    fn("kpoolCompress", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, _ViewP,
+       _ViewP, _ViewP, _ViewP, c_bool)
+    fn("kpoolSeedTail", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, _ViewP,
+       _ViewP, _ViewP, c_int32, c_bool)
+    fn("kpoolRingClose", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, _ViewP,
+       _ViewP, _ViewP, _ViewP, _ViewP, _ViewP, c_int32, c_bool)
+    fn("kpoolPoolOffsets", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, c_bool)
+    fn("kpoolPoolStoreCreate", _ErrorP, c_void_p, c_int64,
+       ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
+    fn("kpoolPoolStoreDestroy", None, c_void_p)
+    fn("kpoolPoolStoreStep", _ErrorP, c_void_p, _ViewP, _ViewP, c_int64, u32p,
+       u32p, i64p)
+    fn("kpoolPoolStoreGetProduced", ctypes.POINTER(ProducedPoolStruct),
+       c_void_p, i64p)
+    fn("kpoolPoolStoreGetMaxSlots", c_int64, c_void_p)
+    fn("kpoolPoolStoreGetTokens", c_int64, c_void_p, c_uint32)
+    fn("kpoolPoolStoreGetNumPools", c_int64, c_void_p, c_uint32)
+    fn("kpoolPoolStoreCopyPools", _ErrorP, c_void_p, c_uint32, c_int64,
+       c_int64, _ViewP)
+    fn("kpoolPoolStoreReset", _ErrorP, c_void_p, c_uint32)
+
+
+def load():
+    """Returns the loaded library, loading it on first use."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in candidate_paths():
+            if os.sep in path and not os.path.exists(path):
+                tried.append(f"{path} (no such file)")
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append(f"{path} ({e})")
+                continue
+            _declare(lib)
+            _lib = lib
+            return lib
+        raise LibraryNotFoundError(
+            f"kpool: cannot load {LIBRARY_NAME}; set {ENV_VAR} to its path "
+            f"(e.g. <build>/lib/{LIBRARY_NAME}) or use an installed package "
+            f"(<prefix>/python with <prefix>/lib). Tried:\n  "
+            + "\n  ".join(tried))
+
+
+def library_path():
+    """The file the library was loaded from."""
+    lib = load()
+    return lib._name
+
+
+def check(error):
+    """Raises KPoolError for a non-null KPoolError*, freeing it."""
+    if not error:
+        return
+    lib = load()
+    message = lib.kpoolErrorMessage(error).decode("utf-8", "replace")
+    lib.kpoolErrorDestroy(error)
+    raise KPoolError(message)

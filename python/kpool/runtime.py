@@ -1,0 +1,488 @@
+"""The kpool kernels on numpy arrays, through libKPoolCAPI.so.
+
+Every array operand may be any strided numpy view (slices, transposes, a
+ring aliased into a larger page) as long as its strides are whole elements:
+the view's strides are passed to the kernels in elements, nothing is copied.
+Outputs are written in place (``out=``, ``tail``) or allocated and returned.
+Metadata (offsets, cache lengths, slots) may be any integer arrays or lists;
+uint32/int32 arrays are passed as they are, others are converted.
+
+Errors: :class:`kpool.KPoolError` (a ``ValueError``) for bad shapes, strides
+and metadata, with the runtime's message naming the op, the request and the
+field; ``TypeError`` for arrays of the wrong dtype. A call that raises has
+written nothing.
+"""
+
+import collections
+import ctypes
+import threading
+
+import numpy as np
+
+from . import _capi
+from ._capi import KPoolError
+from .types import DTYPES, element_type
+
+__all__ = [
+    "KernelSet",
+    "PoolStore",
+    "ProducedPool",
+    "kernel_set",
+    "compress",
+    "seed_tail",
+    "ring_close",
+    "pool_offsets",
+]
+
+_ETYPE_CODES = {"bf16": _capi.BF16, "f16": _capi.F16, "f32": _capi.F32}
+
+#: One pool a :meth:`PoolStore.step` produced: its request's ring ``slot``,
+#: its ``pool`` id (absolute positions ``[pool*K, (pool+1)*K)``) and whether
+#: ``ring_close`` closed it (``from_ring``) or ``compress`` built it.
+ProducedPool = collections.namedtuple("ProducedPool", "slot pool from_ring")
+
+
+def _view(op, name, array, dtype, rank, writable=False):
+    """A KPoolView of `array` (no copy); checks dtype, rank and strides."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{op}: '{name}' must be a numpy array, got "
+                        f"{type(array).__name__}")
+    if array.dtype != dtype:
+        raise TypeError(f"{op}: '{name}' must have dtype {dtype}, got "
+                        f"{array.dtype}")
+    if array.ndim != rank:
+        raise KPoolError(f"{op}: '{name}' must have rank {rank}, got shape "
+                         f"{list(array.shape)}")
+    if writable and not array.flags.writeable:
+        raise KPoolError(f"{op}: '{name}' is written but the array is "
+                         "read-only")
+    size = array.itemsize
+    strides = []
+    for d, stride in enumerate(array.strides):
+        if stride % size:
+            raise KPoolError(
+                f"{op}: '{name}' has a stride of {stride} bytes in dimension "
+                f"{d}, not a whole number of {size}-byte elements; kpool "
+                "views count strides in elements (copy the array, e.g. with "
+                "numpy.ascontiguousarray)")
+        strides.append(stride // size)
+    address = array.__array_interface__["data"][0]
+    if array.size and address % size:
+        raise KPoolError(f"{op}: '{name}' starts at an address that is not "
+                         f"aligned to its {size}-byte elements")
+    view = _capi.View()
+    view.data = address if array.size else None
+    view.rank = rank
+    for d in range(rank):
+        view.sizes[d] = array.shape[d]
+        view.strides[d] = strides[d]
+    return view
+
+
+def _meta(op, name, values, length=None):
+    """Metadata as a uint32 array (a view when already 32-bit)."""
+    array = values if isinstance(values, np.ndarray) else np.asarray(values)
+    if array.size == 0 and array.dtype.kind == "f":
+        array = array.astype(np.uint32)  # np.asarray([]) is float64
+    if array.ndim != 1:
+        raise KPoolError(f"{op}: '{name}' must be one-dimensional, got shape "
+                         f"{list(array.shape)}")
+    if array.dtype == np.uint32:
+        pass
+    elif array.dtype == np.int32:
+        if (array < 0).any():
+            b = int(np.flatnonzero(array < 0)[0])
+            raise KPoolError(f"{op}: {name}[{b}] = {int(array[b])} is "
+                             "negative; offsets, cache lengths and slots are "
+                             "unsigned")
+        array = array.view(np.uint32)
+    elif np.issubdtype(array.dtype, np.integer):
+        bad = (array < 0) | (array > 0xFFFFFFFF)
+        if bad.any():
+            b = int(np.flatnonzero(bad)[0])
+            raise KPoolError(f"{op}: {name}[{b}] = {int(array[b])} is not an "
+                             "unsigned 32-bit value")
+        array = array.astype(np.uint32)
+    else:
+        raise TypeError(f"{op}: '{name}' must hold integers, got dtype "
+                        f"{array.dtype}")
+    if length is not None and array.shape[0] != length:
+        raise KPoolError(f"{op}: '{name}' must have {length} entries, got "
+                         f"{array.shape[0]}")
+    return array
+
+
+def _out_meta(op, name, array, length, dtypes):
+    if not isinstance(array, np.ndarray) or array.dtype not in dtypes:
+        raise TypeError(f"{op}: '{name}' must be a numpy array of "
+                        + " or ".join(str(np.dtype(d)) for d in dtypes))
+    if array.dtype == np.int32 and np.dtype(np.uint32) in dtypes:
+        array = array.view(np.uint32)
+    if array.ndim != 1 or array.shape[0] != length:
+        raise KPoolError(f"{op}: '{name}' must have shape [{length}], got "
+                         f"{list(array.shape)}")
+    return array
+
+
+class KernelSet:
+    """The four kernels compiled for one (element type, head_dim, kpool).
+
+    ``dtype`` is "bf16", "f16", "f32" or the numpy dtype that holds it
+    (uint16 for bf16 bit patterns, float16, float32). Compilation happens
+    once per process and configuration; later sets share it.
+    """
+
+    def __init__(self, dtype, head_dim, kpool, *, openmp=False,
+                 vector_size=16):
+        self.element_type = element_type(dtype)
+        self.dtype = DTYPES[self.element_type]
+        self.head_dim = int(head_dim)
+        self.kpool = int(kpool)
+        self.openmp = bool(openmp)
+        self.vector_size = int(vector_size)
+        lib = _capi.load()
+        handle = ctypes.c_void_p()
+        _capi.check(lib.kpoolKernelSetCreate(
+            _ETYPE_CODES[self.element_type], self.head_dim, self.kpool,
+            self.openmp, self.vector_size, ctypes.byref(handle)))
+        self._lib = lib
+        self._handle = handle
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle:
+            self._lib.kpoolKernelSetDestroy(handle)
+            self._handle = None
+
+    def __repr__(self):
+        return (f"KernelSet({self.element_type!r}, head_dim={self.head_dim}, "
+                f"kpool={self.kpool})")
+
+    def _keys(self, op, name, array, writable=False):
+        return _view(op, name, array, self.dtype, 2, writable)
+
+    def _ape(self, op, ape):
+        return _view(op, "ape", ape, np.dtype(np.float32), 2)
+
+    def pool_offsets(self, input_row_offsets, cache_lengths, *, out=None,
+                     validate=True):
+        """kpool.pool_offsets: returns ``pool_row_offsets`` ``[B+1]``
+        (uint32; ``out`` if given, uint32 or int32)."""
+        op = "pool_offsets"
+        cache = _meta(op, "cache_lengths", cache_lengths)
+        iro = _meta(op, "input_row_offsets", input_row_offsets)
+        batch = cache.shape[0]
+        if out is None:
+            out = np.zeros(batch + 1, dtype=np.uint32)
+        target = _out_meta(op, "pool_row_offsets", out, batch + 1,
+                           (np.dtype(np.uint32), np.dtype(np.int32)))
+        u32 = np.dtype(np.uint32)
+        _capi.check(self._lib.kpoolPoolOffsets(
+            self._handle, _view(op, "pool_row_offsets", target, u32, 1, True),
+            _view(op, "input_row_offsets", iro, u32, 1),
+            _view(op, "cache_lengths", cache, u32, 1), validate))
+        return out
+
+    def compress(self, k, gate, ape, input_row_offsets, pool_row_offsets,
+                 cache_lengths, *, out=None, validate=True):
+        """kpool.compress: returns ``pooled`` (``out``, or a new zero-filled
+        ``[pool_row_offsets[B], head_dim]`` array). ``pool_row_offsets`` may
+        be None: it is computed with :meth:`pool_offsets` first."""
+        op = "compress"
+        cache = _meta(op, "cache_lengths", cache_lengths)
+        iro = _meta(op, "input_row_offsets", input_row_offsets)
+        if pool_row_offsets is None:
+            # Unvalidated: compress's own checks below report bad rows
+            # under its name.
+            pro = self.pool_offsets(iro, cache, validate=False)
+        else:
+            pro = _meta(op, "pool_row_offsets", pool_row_offsets)
+        if out is None:
+            rows = int(pro[-1]) if cache.shape[0] and pro.shape[0] else 0
+            out = np.zeros((rows, self.head_dim), dtype=self.dtype)
+        u32 = np.dtype(np.uint32)
+        _capi.check(self._lib.kpoolCompress(
+            self._handle, self._keys(op, "pooled", out, True),
+            self._keys(op, "k", k), self._keys(op, "gate", gate),
+            self._ape(op, ape), _view(op, "input_row_offsets", iro, u32, 1),
+            _view(op, "pool_row_offsets", pro, u32, 1),
+            _view(op, "cache_lengths", cache, u32, 1), validate))
+        return out
+
+    def seed_tail(self, tail, k, gate, input_row_offsets, cache_lengths,
+                  slot_idx, num_requests=None, *, validate=True):
+        """kpool.seed_tail: updates ``tail`` ``[max_slots, 2, kpool,
+        head_dim]`` in place and returns it. ``num_requests`` defaults to
+        the batch size."""
+        op = "seed_tail"
+        cache = _meta(op, "cache_lengths", cache_lengths)
+        iro = _meta(op, "input_row_offsets", input_row_offsets)
+        slots = _meta(op, "slot_idx", slot_idx)
+        n = cache.shape[0] if num_requests is None else int(num_requests)
+        u32 = np.dtype(np.uint32)
+        _capi.check(self._lib.kpoolSeedTail(
+            self._handle, _view(op, "tail", tail, self.dtype, 4, True),
+            self._keys(op, "k", k), self._keys(op, "gate", gate),
+            _view(op, "input_row_offsets", iro, u32, 1),
+            _view(op, "cache_lengths", cache, u32, 1),
+            _view(op, "slot_idx", slots, u32, 1), _i32(op, n), validate))
+        return tail
+
+    def ring_close(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
+                   slot_idx, num_requests=None, *, pooled=None,
+                   closed_pool=None, validate=True):
+        """kpool.ring_close: returns ``(pooled [B, head_dim], closed_pool
+        [B] int32)``, into the given arrays or new ones. ``tail`` is only
+        read."""
+        op = "ring_close"
+        cache = _meta(op, "cache_lengths", cache_lengths)
+        iro = _meta(op, "input_row_offsets", input_row_offsets)
+        slots = _meta(op, "slot_idx", slot_idx)
+        batch = cache.shape[0]
+        n = batch if num_requests is None else int(num_requests)
+        if pooled is None:
+            pooled = np.zeros((batch, self.head_dim), dtype=self.dtype)
+        if closed_pool is None:
+            closed_pool = np.zeros(batch, dtype=np.int32)
+        closed = _out_meta(op, "closed_pool", closed_pool, batch,
+                           (np.dtype(np.int32),))
+        u32 = np.dtype(np.uint32)
+        _capi.check(self._lib.kpoolRingClose(
+            self._handle, self._keys(op, "pooled", pooled, True),
+            _view(op, "closed_pool", closed, np.dtype(np.int32), 1, True),
+            _view(op, "tail", tail, self.dtype, 4), self._keys(op, "k", k),
+            self._keys(op, "gate", gate), self._ape(op, ape),
+            _view(op, "input_row_offsets", iro, u32, 1),
+            _view(op, "cache_lengths", cache, u32, 1),
+            _view(op, "slot_idx", slots, u32, 1), _i32(op, n), validate))
+        return pooled, closed_pool
+
+
+def _i32(op, n):
+    if not -2**31 <= n < 2**31:
+        raise KPoolError(f"{op}: num_requests = {n} is not a 32-bit integer")
+    return n
+
+
+_sets = {}
+_sets_lock = threading.Lock()
+
+
+def kernel_set(dtype, head_dim, kpool, *, openmp=False, vector_size=16):
+    """The shared :class:`KernelSet` of a configuration (created once)."""
+    key = (element_type(dtype), int(head_dim), int(kpool), bool(openmp),
+           int(vector_size))
+    with _sets_lock:
+        kernels = _sets.get(key)
+        if kernels is None:
+            kernels = KernelSet(key[0], key[1], key[2], openmp=key[3],
+                                vector_size=key[4])
+            _sets[key] = kernels
+        return kernels
+
+
+def _geometry(op, name, array, rank, dim):
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{op}: '{name}' must be a numpy array, got "
+                        f"{type(array).__name__}")
+    if array.ndim != rank:
+        raise KPoolError(f"{op}: '{name}' must have rank {rank}, got shape "
+                         f"{list(array.shape)}")
+    return array.shape[dim]
+
+
+def pool_offsets(input_row_offsets, cache_lengths, kpool, *, out=None,
+                 validate=True, **options):
+    """kpool.pool_offsets for ``kpool`` tokens per pool; see
+    :meth:`KernelSet.pool_offsets`."""
+    with _sets_lock:
+        kernels = next((s for key, s in _sets.items()
+                        if key[2] == int(kpool)), None)
+    if kernels is None:
+        kernels = kernel_set("f32", 1, kpool, **options)
+    return kernels.pool_offsets(input_row_offsets, cache_lengths, out=out,
+                                validate=validate)
+
+
+def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
+             *, out=None, validate=True, **options):
+    """kpool.compress; the configuration comes from the operands (element
+    type of ``k``, ``head_dim`` and ``kpool`` from ``ape``'s shape). See
+    :meth:`KernelSet.compress`."""
+    kpool = _geometry("compress", "ape", ape, 2, 0)
+    dim = _geometry("compress", "ape", ape, 2, 1)
+    kernels = kernel_set(_dtype("compress", "k", k), dim, kpool, **options)
+    return kernels.compress(k, gate, ape, input_row_offsets, pool_row_offsets,
+                            cache_lengths, out=out, validate=validate)
+
+
+def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
+              num_requests=None, *, validate=True, **options):
+    """kpool.seed_tail; configuration from ``tail`` ``[S, 2, K, D]``. See
+    :meth:`KernelSet.seed_tail`."""
+    kpool = _geometry("seed_tail", "tail", tail, 4, 2)
+    dim = _geometry("seed_tail", "tail", tail, 4, 3)
+    kernels = kernel_set(_dtype("seed_tail", "tail", tail), dim, kpool,
+                         **options)
+    return kernels.seed_tail(tail, k, gate, input_row_offsets, cache_lengths,
+                             slot_idx, num_requests, validate=validate)
+
+
+def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
+               num_requests=None, *, pooled=None, closed_pool=None,
+               validate=True, **options):
+    """kpool.ring_close; configuration from ``k`` and ``ape``. See
+    :meth:`KernelSet.ring_close`."""
+    kpool = _geometry("ring_close", "ape", ape, 2, 0)
+    dim = _geometry("ring_close", "ape", ape, 2, 1)
+    kernels = kernel_set(_dtype("ring_close", "k", k), dim, kpool, **options)
+    return kernels.ring_close(tail, k, gate, ape, input_row_offsets,
+                              cache_lengths, slot_idx, num_requests,
+                              pooled=pooled, closed_pool=closed_pool,
+                              validate=validate)
+
+
+def _dtype(op, name, array):
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{op}: '{name}' must be a numpy array, got "
+                        f"{type(array).__name__}")
+    try:
+        return element_type(array.dtype)
+    except TypeError:
+        raise TypeError(f"{op}: '{name}' has dtype {array.dtype}; use uint16 "
+                        "(bf16 bit patterns), float16 or float32") from None
+
+
+class PoolStore:
+    """A tail ring and the pooled keys of every slot, over the C PoolStore.
+
+    Each :meth:`step` takes one call of any shape (prefill, chunked prefill,
+    decode, mixed ragged batches): request ``b`` brings rows
+    ``[input_row_offsets[b], input_row_offsets[b+1])`` of ``k`` and ``gate``
+    for ring ``slots[b]``, continuing where that slot's earlier calls
+    stopped. The store runs ring_close, compress and seed_tail in order and
+    returns the pools that became complete. A slot's pools are
+    bit-identical whatever the chunking.
+
+    ``ape`` is ``[kpool, head_dim]`` float32 (copied); ``dtype`` the element
+    type of keys and gates ("bf16"/uint16, "f16"/float16, "f32"/float32).
+    """
+
+    def __init__(self, ape, max_slots, dtype, *, openmp=False,
+                 vector_size=16):
+        ape = np.asarray(ape)
+        if ape.dtype != np.float32:
+            raise TypeError(f"pool store: 'ape' must have dtype float32, got "
+                            f"{ape.dtype}")
+        if ape.ndim != 2:
+            raise KPoolError("pool store: 'ape' must be [kpool, head_dim], "
+                             f"got shape {list(ape.shape)}")
+        self.kernels = kernel_set(dtype, ape.shape[1], ape.shape[0],
+                                  openmp=openmp, vector_size=vector_size)
+        self.dtype = self.kernels.dtype
+        self.head_dim = self.kernels.head_dim
+        self.kpool = self.kernels.kpool
+        self._ape = np.ascontiguousarray(ape)
+        lib = _capi.load()
+        handle = ctypes.c_void_p()
+        _capi.check(lib.kpoolPoolStoreCreate(
+            self.kernels._handle, int(max_slots),
+            self._ape.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            ctypes.byref(handle)))
+        self._lib = lib
+        self._handle = handle
+        self.max_slots = int(max_slots)
+
+    def close(self):
+        """Frees the store (also done when it is garbage-collected)."""
+        handle = getattr(self, "_handle", None)
+        if handle:
+            self._lib.kpoolPoolStoreDestroy(handle)
+            self._handle = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _live(self):
+        if not self._handle:
+            raise KPoolError("pool store: the store is closed")
+        return self._handle
+
+    def step(self, k, gate, input_row_offsets, slots):
+        """Runs one call; returns the :class:`ProducedPool` list (per
+        request: the ring's pool first, then compress's, in id order). On
+        error raises :class:`KPoolError` and nothing changes."""
+        op = "step"
+        handle = self._live()
+        slots = np.ascontiguousarray(_meta(op, "slot_idx", slots))
+        iro = np.ascontiguousarray(_meta(op, "input_row_offsets",
+                                         input_row_offsets,
+                                         slots.shape[0] + 1))
+        u32p = ctypes.POINTER(ctypes.c_uint32)
+        produced = ctypes.c_int64()
+        _capi.check(self._lib.kpoolPoolStoreStep(
+            handle, _view(op, "k", k, self.dtype, 2),
+            _view(op, "gate", gate, self.dtype, 2), slots.shape[0],
+            iro.ctypes.data_as(u32p), slots.ctypes.data_as(u32p),
+            ctypes.byref(produced)))
+        count = ctypes.c_int64()
+        entries = self._lib.kpoolPoolStoreGetProduced(handle,
+                                                      ctypes.byref(count))
+        return [ProducedPool(int(entries[i].slot), int(entries[i].pool),
+                             bool(entries[i].fromRing))
+                for i in range(count.value)]
+
+    def step_requests(self, requests):
+        """:meth:`step` over ``[(slot, k_rows, gate_rows), ...]``: the rows
+        of each request as separate arrays (concatenated here)."""
+        requests = list(requests)
+        empty = np.zeros((0, self.head_dim), dtype=self.dtype)
+        ks = [np.asarray(r[1]) for r in requests] or [empty]
+        gates = [np.asarray(r[2]) for r in requests] or [empty]
+        counts = [k.shape[0] if k.ndim else 0 for k in ks[:len(requests)]]
+        iro = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        return self.step(np.concatenate(ks), np.concatenate(gates), iro,
+                         [r[0] for r in requests])
+
+    def _slot(self, op, slot):
+        slot = int(slot)
+        if not 0 <= slot < self.max_slots:
+            raise KPoolError(f"{op}: slot {slot} is not in [0, max_slots = "
+                             f"{self.max_slots})")
+        return slot
+
+    def tokens(self, slot):
+        """Tokens the slot has seen (its next cache length)."""
+        return self._lib.kpoolPoolStoreGetTokens(
+            self._live(), self._slot("tokens", slot))
+
+    def num_pools(self, slot):
+        """Complete pools of the slot (ids ``0 .. num_pools - 1``)."""
+        return self._lib.kpoolPoolStoreGetNumPools(
+            self._live(), self._slot("num_pools", slot))
+
+    def pools(self, slot, first=0, count=None):
+        """A copy of pools ``[first, first + count)`` of the slot (all by
+        default), ``[count, head_dim]``."""
+        slot = self._slot("pools", slot)
+        if count is None:
+            count = self.num_pools(slot) - int(first)
+        out = np.zeros((max(int(count), 0), self.head_dim), dtype=self.dtype)
+        _capi.check(self._lib.kpoolPoolStoreCopyPools(
+            self._live(), slot, int(first), int(count),
+            _view("pools", "dst", out, self.dtype, 2, True)))
+        return out
+
+    def pool(self, slot, pool):
+        """A copy of one pool, ``[head_dim]``."""
+        return self.pools(slot, pool, 1)[0]
+
+    def reset(self, slot):
+        """Forgets the slot's tokens and pools (for a new request)."""
+        _capi.check(self._lib.kpoolPoolStoreReset(
+            self._live(), self._slot("reset", slot)))

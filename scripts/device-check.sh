@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The GPU checks and benchmarks, for a machine with an NVIDIA GPU (sm_90)
+# and no LLVM/MLIR: runs kpool-gpu-check, kpool-gpu-demo and kpool-bench-gpu
+# from a pack folder (and benchmarks/torch_compress.py when PyTorch imports),
+# each under a timeout, prints everything and exits non-zero when any check
+# fails (2 when there is no usable GPU).
+#
+# Make the pack on a machine with the CUDA toolkit (no GPU needed):
+#   scripts/build.sh kpool-gpu-pack          # -> build/gpu-pack, about 3 MiB
+# (or ninja -C <build> kpool-gpu-pack in any build folder: <build>/gpu-pack).
+# The executables need only glibc, libstdc++ and libkpool_cuda_runtime.so
+# (next to them, found through RPATH $ORIGIN), which needs libcuda.so.1.
+#
+# With the device tool, from a session whose task is lent a GPU (the pack
+# is an ignored folder, so it must be carried; the tree travels as it is):
+#   run(command="set -o pipefail; bash scripts/device-check.sh build/gpu-pack 2>&1 | tee $OUT/device-check.log",
+#       carry=["build/gpu-pack"], timeout_s=420)
+# Without an argument the script uses the folder it sits in when that holds
+# the executables (a copy in the pack), else build/gpu-pack.
+# The steps' timeouts (90 + 45 + 120 + 120 s) bound the run at about 6.5
+# minutes; it should take well under one once the machine is up.
+#
+# If the device's loader rejects a binary (a missing library or symbol
+# version, as `ldd` reports it), the script relinks the executables there
+# from the objects and static libraries in <pack>/relink with the device's
+# c++, and rebuilds libkpool_cuda_runtime.so from its source.
+#
+# Environment: KPOOL_BENCH_TOKENS (default 1048576), KPOOL_BENCH_TORCH=0 to
+# skip the PyTorch baseline, KPOOL_TORCH_COMPILE=1 to also time
+# torch.compile, KPOOL_RELINK=1 to relink even when the loader is content.
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ $# -ge 1 ]; then
+  pack="$1"
+elif [ -x "$here/kpool-gpu-check" ]; then
+  pack="$here"
+else
+  pack="$here/../build/gpu-pack"
+fi
+wanted="$pack"
+pack="$(cd "$pack" 2>/dev/null && pwd)" || {
+  echo "device-check: no pack folder '$wanted' (make it with ninja kpool-gpu-pack)"
+  exit 1
+}
+tokens="${KPOOL_BENCH_TOKENS:-1048576}"
+for f in kpool-gpu-check kpool-gpu-demo kpool-bench-gpu libkpool_cuda_runtime.so; do
+  if [ ! -e "$pack/$f" ]; then
+    echo "device-check: $pack/$f is missing (make the pack with ninja kpool-gpu-pack)"
+    exit 1
+  fi
+done
+
+echo "== machine"
+uname -srm
+command -v nvidia-smi >/dev/null && nvidia-smi -L
+ldconfig -p 2>/dev/null | grep -m1 'libcuda.so.1' || echo "libcuda.so.1 is not in the loader cache"
+echo "== loader check (ldd kpool-gpu-check)"
+ldd "$pack/kpool-gpu-check"
+
+if ldd "$pack/libkpool_cuda_runtime.so" | grep -q 'libcuda.so.1 => not found'; then
+  echo "device-check: no CUDA driver here (libcuda.so.1 is not found); the GPU executables cannot run"
+  exit 2
+fi
+
+# Relink here when the loader rejects what was built elsewhere
+# (KPOOL_RELINK=1 forces it).
+if [ "${KPOOL_RELINK:-0}" = 1 ] ||
+    ldd "$pack/kpool-gpu-check" "$pack/libkpool_cuda_runtime.so" |
+    grep -v 'libcuda.so' | grep -q 'not found'; then
+  echo "== relinking here (KPOOL_RELINK=${KPOOL_RELINK:-0}; otherwise the loader rejected the carried binaries)"
+  work="$(mktemp -d)"
+  cp -r "$pack"/. "$work"/
+  pack="$work"
+  r="$pack/relink"
+  cuda="${CUDA_HOME:-/usr/local/cuda}"
+  c++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -I"$cuda/include" \
+    "$r/CudaRuntimeWrappers.cpp" -o "$pack/libkpool_cuda_runtime.so" \
+    -L"$cuda/lib64/stubs" -L"$cuda/lib/stubs" -lcuda || exit 1
+  for exe in kpool-gpu-check kpool-gpu-demo kpool-bench-gpu; do
+    c++ -o "$pack/$exe" "$r/$exe.o" "$r"/libKPoolGpuSupport.a \
+      "$r"/libkpool_gpu_*.a "$r"/libKPoolRuntimeCore.a "$r"/libKPoolReference.a \
+      -L"$pack" -lkpool_cuda_runtime -Wl,-rpath,'$ORIGIN' -ldl || exit 1
+  done
+  ldd "$pack/kpool-gpu-check"
+fi
+
+failures=()
+step() { # name, timeout, command...
+  local name="$1" limit="$2"
+  shift 2
+  echo "== $name"
+  timeout --kill-after=10 "$limit" "$@"
+  local rc=$?
+  [ $rc -eq 124 ] && echo "device-check: $name timed out after ${limit}s"
+  if [ $rc -ne 0 ]; then
+    failures+=("$name (exit $rc)")
+    [ $rc -eq 2 ] && no_gpu=1
+  fi
+  return 0
+}
+no_gpu=0
+step kpool-gpu-check 90 "$pack/kpool-gpu-check"
+if [ $no_gpu -eq 1 ]; then
+  echo "device-check: no usable GPU here; nothing else to run"
+  exit 2
+fi
+step kpool-gpu-demo 45 "$pack/kpool-gpu-demo"
+step kpool-bench-gpu 120 "$pack/kpool-bench-gpu" "$tokens"
+
+torch_script="$pack/torch_compress.py"
+[ -f "$torch_script" ] || torch_script="$here/../benchmarks/torch_compress.py"
+if [ "${KPOOL_BENCH_TORCH:-1}" != 0 ]; then
+  echo "== PyTorch baseline"
+  if python3 -c 'import torch' 2>/dev/null; then
+    extra=()
+    [ "${KPOOL_TORCH_COMPILE:-0}" = 1 ] && extra=(--compile)
+    # A baseline, not a check: its failure is reported, not counted.
+    PYTHONUNBUFFERED=1 timeout --kill-after=10 120 python3 "$torch_script" \
+      --tokens "$tokens" "${extra[@]}" ||
+      echo "device-check: the PyTorch baseline failed (exit $?); not a check"
+  else
+    echo "device-check: python3 cannot import torch; no PyTorch baseline"
+  fi
+fi
+
+echo "== summary"
+if [ ${#failures[@]} -eq 0 ]; then
+  echo "device-check: all GPU checks passed"
+  exit 0
+fi
+printf 'device-check: FAILED: %s\n' "${failures[@]}"
+exit 1

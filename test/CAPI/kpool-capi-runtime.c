@@ -1,0 +1,268 @@
+/*===- kpool-capi-runtime.c - the kpool runtime through its C API ---------===*\
+|*                                                                            *|
+|* Runs the four kernels on C arrays (f32, head_dim 8, kpool 4), checks them  *|
+|* against each other and a plain C computation, checks that bad metadata    *|
+|* is an error naming the request and the field and leaves every output as  *|
+|* it was, and drives a PoolStore through a prefill and a decode.           *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+// RUN: kpool-capi-runtime-test 2>&1 | FileCheck %s
+
+#include "kpool-c/Runtime.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { D = 8, K = 4, SLOTS = 3 };
+
+static KPoolView view1(void *data, int64_t n) {
+  KPoolView v = {data, 1, {n}, {1}};
+  return v;
+}
+static KPoolView view2(void *data, int64_t rows, int64_t cols) {
+  KPoolView v = {data, 2, {rows, cols}, {cols, 1}};
+  return v;
+}
+
+/// Prints "ok" or the error (and frees it); returns whether it failed.
+static int report(const char *what, KPoolError *error) {
+  if (!error) {
+    printf("%s: ok\n", what);
+    return 0;
+  }
+  printf("%s: error: %s\n", what, kpoolErrorMessage(error));
+  kpoolErrorDestroy(error);
+  return 1;
+}
+
+/// The pooling function in double precision: the kernels must agree to f32
+/// rounding.
+static void poolRef(const float *keys[K], const float *gates[K],
+                    const float *ape, float *out) {
+  for (int d = 0; d < D; ++d) {
+    double z[K], m = -INFINITY, sum = 0, acc = 0;
+    for (int j = 0; j < K; ++j) {
+      z[j] = (double)gates[j][d] + ape[j * D + d];
+      m = z[j] > m ? z[j] : m;
+    }
+    for (int j = 0; j < K; ++j) {
+      double e = exp(z[j] - m);
+      sum += e;
+      acc += e * keys[j][d];
+    }
+    out[d] = (float)(acc / sum);
+  }
+}
+
+/// In [0, 1].
+static float uniform(void) { return (float)((double)rand() / RAND_MAX); }
+
+static float maxRelErr(const float *a, const float *b, int n) {
+  float worst = 0;
+  for (int i = 0; i < n; ++i) {
+    float err = fabsf(a[i] - b[i]) / (fabsf(b[i]) + 1e-3f);
+    worst = err > worst ? err : worst;
+  }
+  return worst;
+}
+
+int main(void) {
+  KPoolKernelSet *ks = NULL;
+
+  // CHECK: bad element type: error: kernel set: element type 7 is not one of
+  report("bad element type",
+         kpoolKernelSetCreate((KPoolElementType)7, D, K, false, 16, &ks));
+  // CHECK: create: ok
+  if (report("create", kpoolKernelSetCreate(KPOOL_F32, D, K, false, 16, &ks)))
+    return 1;
+  // CHECK: config: f32 8 4
+  printf("config: %s %lld %lld\n",
+         kpoolElementTypeName(kpoolKernelSetGetElementType(ks)),
+         (long long)kpoolKernelSetGetHeadDim(ks),
+         (long long)kpoolKernelSetGetKPool(ks));
+
+  // 16 tokens: request 0 (slot 2) brings 9 tokens from cache 0, request 1
+  // (slot 0) 7 tokens from cache 6 (positions 6..12: it closes pool 1 from
+  // the ring, builds pool 2 and leaves position 12 open).
+  float k[16 * D], gate[16 * D], ape[K * D];
+  srand(7);
+  for (int i = 0; i < 16 * D; ++i) {
+    k[i] = uniform() * 2 - 1;
+    gate[i] = (uniform() * 2 - 1) * 4;
+  }
+  for (int i = 0; i < K * D; ++i)
+    ape[i] = uniform() - 0.5f;
+  uint32_t iro[3] = {0, 9, 16}, cache[2] = {0, 6}, slots[2] = {2, 0};
+  KPoolView vk = view2(k, 16, D), vgate = view2(gate, 16, D),
+            vape = view2(ape, K, D), viro = view1(iro, 3),
+            vcache = view1(cache, 2), vslots = view1(slots, 2);
+
+  // pool_offsets: request 0 has pools 0 and 1, request 1 pool 2.
+  uint32_t pro[3];
+  KPoolView vpro = view1(pro, 3);
+  // CHECK: pool_offsets: ok
+  report("pool_offsets", kpoolPoolOffsets(ks, &vpro, &viro, &vcache, true));
+  // CHECK: pool_row_offsets: 0 2 3
+  printf("pool_row_offsets: %u %u %u\n", pro[0], pro[1], pro[2]);
+
+  // compress against the C computation.
+  float pooled[3 * D];
+  KPoolView vpooled = view2(pooled, 3, D);
+  // CHECK: compress: ok
+  report("compress", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
+                                   &vpro, &vcache, true));
+  float expected[3 * D];
+  for (int p = 0; p < 3; ++p) {
+    // Pools 0, 1 of request 0 start at rows 0 and 4; pool 2 of request 1 at
+    // row 9 + 2 (its first two tokens complete pool 1).
+    int first = p < 2 ? 4 * p : 11;
+    const float *keys[K], *gates[K];
+    for (int j = 0; j < K; ++j) {
+      keys[j] = k + (first + j) * D;
+      gates[j] = gate + (first + j) * D;
+    }
+    poolRef(keys, gates, ape, expected + p * D);
+  }
+  // CHECK: compress matches: 1
+  printf("compress matches: %d\n", maxRelErr(pooled, expected, 3 * D) < 1e-5f);
+
+  // The ring: slot 0 holds positions 4, 5 of request 1's sequence. Make
+  // them so that the closed pool is request 0's pool 1 over again (rows 4,
+  // 5 then 9, 10 would not be; instead seed from a one-shot prefix).
+  float tail[SLOTS * 2 * K * D];
+  for (int i = 0; i < SLOTS * 2 * K * D; ++i)
+    tail[i] = -7.0f; // sentinel
+  KPoolView vtail = {tail, 4, {SLOTS, 2, K, D}, {2 * K * D, K * D, D, 1}};
+  // seed_tail of this call: request 0 ends at position 9 -> member 0 of pool
+  // 2 (row 8) in slot 2; request 1 ends at 13 -> member 0 (row 15) in slot 0.
+  // CHECK: seed_tail: ok
+  report("seed_tail", kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro, &vcache,
+                                    &vslots, 2, true));
+  int seeded = memcmp(&tail[(2 * 2 * K + 0) * D], &k[8 * D], D * 4) == 0 &&
+               memcmp(&tail[(2 * 2 * K + K) * D], &gate[8 * D], D * 4) == 0 &&
+               memcmp(&tail[0], &k[15 * D], D * 4) == 0 &&
+               memcmp(&tail[K * D], &gate[15 * D], D * 4) == 0;
+  int untouched = 1;
+  for (int i = 0; i < SLOTS * 2 * K * D; ++i) {
+    int slot = i / (2 * K * D), member = (i / D) % K;
+    int written = (slot == 2 || slot == 0) && member == 0;
+    untouched &= written || tail[i] == -7.0f;
+  }
+  // CHECK: seeded: 1 rest untouched: 1
+  printf("seeded: %d rest untouched: %d\n", seeded, untouched);
+
+  // ring_close closes pool 1 of a request with cache 6 from a ring holding
+  // positions 4, 5: put rows 4, 5 there and close with rows 6, 7; the pool
+  // must be bit-identical to compress's pool 1 (rows 4..7).
+  memcpy(&tail[(1 * 2 * K + 0) * D], &k[4 * D], 2 * D * 4);
+  memcpy(&tail[(1 * 2 * K + K) * D], &gate[4 * D], 2 * D * 4);
+  uint32_t iro2[2] = {6, 8}, cache2[1] = {6}, slot2[1] = {1};
+  KPoolView viro2 = view1(iro2, 2), vcache2 = view1(cache2, 1),
+            vslot2 = view1(slot2, 1);
+  float closedRow[D];
+  int32_t closed[1] = {42};
+  KPoolView vclosedRow = view2(closedRow, 1, D), vclosed = view1(closed, 1);
+  // CHECK: ring_close: ok
+  report("ring_close",
+         kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate, &vape,
+                        &viro2, &vcache2, &vslot2, 1, true));
+  // CHECK: closed pool 1, bit-identical to compress: 1
+  printf("closed pool %d, bit-identical to compress: %d\n", closed[0],
+         memcmp(closedRow, &pooled[1 * D], sizeof closedRow) == 0);
+
+  // Bad metadata: an error naming the request and the field; no output
+  // changes.
+  float before[3 * D], tailBefore[SLOTS * 2 * K * D];
+  memcpy(before, pooled, sizeof pooled);
+  memcpy(tailBefore, tail, sizeof tail);
+  uint32_t badIro[3] = {0, 9, 17};
+  KPoolView vbadIro = view1(badIro, 3);
+  // CHECK: overlong rows: error: compress: request 1: input_row_offsets[2] = 17 reaches past the 16 rows of 'k'
+  report("overlong rows", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape,
+                                        &vbadIro, &vpro, &vcache, true));
+  uint32_t badSlots[2] = {2, 3};
+  KPoolView vbadSlots = view1(badSlots, 2);
+  // CHECK: bad slot: error: seed_tail: request 1: slot_idx[1] = 3 is not below max_slots = 3
+  report("bad slot", kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro, &vcache,
+                                   &vbadSlots, 2, true));
+  uint32_t badPro[3] = {0, 1, 2};
+  KPoolView vbadPro = view1(badPro, 3);
+  // CHECK: bad pool rows: error: compress: request 0: pool_row_offsets[1] - pool_row_offsets[0] = 1, but the request completes 2 pool(s)
+  report("bad pool rows", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
+                                        &vbadPro, &vcache, true));
+  KPoolView vbadRank = vk;
+  vbadRank.rank = 9;
+  // CHECK: bad rank: error: compress: 'k' has rank 9
+  report("bad rank", kpoolCompress(ks, &vpooled, &vbadRank, &vgate, &vape,
+                                   &viro, &vpro, &vcache, true));
+  // CHECK: null view: error: ring_close: 'tail' is a null view
+  report("null view",
+         kpoolRingClose(ks, &vclosedRow, &vclosed, NULL, &vk, &vgate, &vape,
+                        &viro2, &vcache2, &vslot2, 1, true));
+  // CHECK: outputs unchanged: 1 1
+  printf("outputs unchanged: %d %d\n",
+         memcmp(before, pooled, sizeof pooled) == 0,
+         memcmp(tailBefore, tail, sizeof tail) == 0);
+
+  // A pool store: a prefill of 6 tokens in slot 1, then 2 decode tokens;
+  // pools 0 and 1 must equal compress's over the 8 tokens at once.
+  KPoolPoolStore *store = NULL;
+  // CHECK: store: ok
+  report("store", kpoolPoolStoreCreate(ks, SLOTS, ape, &store));
+  uint32_t stepIro[2] = {0, 6}, stepSlot[1] = {1};
+  KPoolView prefillK = view2(k, 6, D), prefillGate = view2(gate, 6, D);
+  int64_t produced = -1;
+  // CHECK: prefill: ok
+  report("prefill", kpoolPoolStoreStep(store, &prefillK, &prefillGate, 1,
+                                       stepIro, stepSlot, &produced));
+  // CHECK: produced 1, tokens 6
+  printf("produced %lld, tokens %lld\n", (long long)produced,
+         (long long)kpoolPoolStoreGetTokens(store, 1));
+  for (int t = 6; t < 8; ++t) {
+    uint32_t one[2] = {0, 1};
+    KPoolView dk = view2(k + t * D, 1, D), dg = view2(gate + t * D, 1, D);
+    report("decode",
+           kpoolPoolStoreStep(store, &dk, &dg, 1, one, stepSlot, &produced));
+  }
+  // CHECK: decode: ok
+  // CHECK: decode: ok
+  int64_t count = 0;
+  const KPoolProducedPool *last = kpoolPoolStoreGetProduced(store, &count);
+  // CHECK: last step: 1 pool(s): slot 1 pool 1 from ring 1
+  printf("last step: %lld pool(s): slot %u pool %lld from ring %d\n",
+         (long long)count, last[0].slot, (long long)last[0].pool,
+         last[0].fromRing);
+  float storePools[2 * D];
+  KPoolView vstorePools = view2(storePools, 2, D);
+  // CHECK: copy: ok
+  report("copy", kpoolPoolStoreCopyPools(store, 1, 0, 2, &vstorePools));
+  // CHECK: store pools bit-identical to one-shot compress: 1
+  printf("store pools bit-identical to one-shot compress: %d\n",
+         memcmp(storePools, pooled, sizeof storePools) == 0);
+  // CHECK: bad step: error: {{.*}}slot_idx[0] = 5 is not below max_slots = 3
+  uint32_t badStepSlot[1] = {5};
+  report("bad step", kpoolPoolStoreStep(store, &prefillK, &prefillGate, 1,
+                                        stepIro, badStepSlot, &produced));
+  // CHECK: after the bad step: tokens 8 pools 2
+  printf("after the bad step: tokens %lld pools %lld\n",
+         (long long)kpoolPoolStoreGetTokens(store, 1),
+         (long long)kpoolPoolStoreGetNumPools(store, 1));
+  // CHECK: bad reset: error: reset: slot 3 is not below max_slots = 3
+  report("bad reset", kpoolPoolStoreReset(store, 3));
+  // CHECK: reset: ok
+  report("reset", kpoolPoolStoreReset(store, 1));
+  // CHECK: after reset: tokens 0 pools 0 pool pointer null 1
+  printf("after reset: tokens %lld pools %lld pool pointer null %d\n",
+         (long long)kpoolPoolStoreGetTokens(store, 1),
+         (long long)kpoolPoolStoreGetNumPools(store, 1),
+         kpoolPoolStoreGetPool(store, 1, 0) == NULL);
+  kpoolPoolStoreDestroy(store);
+  kpoolKernelSetDestroy(ks);
+  // CHECK: done
+  printf("done\n");
+  return 0;
+}

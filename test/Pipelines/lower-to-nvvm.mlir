@@ -1,0 +1,78 @@
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa" | FileCheck %s
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa" -mlir-print-ir-after=convert-gpu-to-nvvm -mlir-disable-threading -o /dev/null 2>&1 | FileCheck %s --check-prefix=NVVM
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa chip=sm_80 features=+ptx70 opt-level=2" | FileCheck %s --check-prefix=TARGET
+
+// kpool-lower-to-nvvm on the tensor form of the four ops (one call, in the
+// spec's order): bufferized in place, one kernel per parallel loop (two for
+// ops whose operands may have a non-unit innermost stride), each serialized
+// into a gpu.binary; the host function is LLVM dialect around
+// gpu.launch_func, which mlir-translate turns into mgpu* runtime calls.
+
+// CHECK:       llvm.func @f(
+// CHECK:         gpu.launch_func @f_kernel::@f_kernel blocks in ({{.*}}) threads in ({{.*}}) : i64 args(
+// CHECK:         gpu.launch_func @f_kernel_0::@f_kernel
+// CHECK:         gpu.launch_func @f_kernel_1::@f_kernel
+// CHECK:         gpu.launch_func @f_kernel_2::@f_kernel
+// CHECK:         gpu.launch_func @f_kernel_3::@f_kernel
+// CHECK:         gpu.launch_func @f_kernel_4::@f_kernel
+// CHECK:         gpu.launch_func @f_kernel_5::@f_kernel
+// Nothing but LLVM and gpu.launch_func is left on the host: the kernels work
+// on the caller's buffers (no gpu.alloc, no copies, no clones).
+// CHECK-NOT:     {{ (scf|memref|arith|func|bufferization)\.|gpu\.(alloc|memcpy|launch )}}
+// CHECK:         llvm.return
+// CHECK-NEXT:  }
+// Seven kernels: ring_close, compress and seed_tail twice (unit and general
+// innermost stride), pool_offsets once.
+// CHECK-COUNT-7: gpu.binary @f_kernel{{(_[0-9]+)?}} [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">, properties = {{.*}}, assembly = "
+// CHECK-NOT:   gpu.binary
+
+// The first kernel (ring_close, unit stride) as NVVM IR: 8 channels per lane,
+// so one lane per row and 256 rows per block; 16-byte vector accesses.
+// NVVM-LABEL: gpu.module @f_kernel [
+// NVVM:         llvm.func @__nv_expf(f32) -> f32
+// NVVM:         llvm.func @f_kernel({{.*}}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 1, 256, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 1, 256, 1>}
+// NVVM:           nvvm.read.ptx.sreg.ctaid.x
+// NVVM:           nvvm.read.ptx.sreg.tid.y
+// NVVM:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<8xbf16>
+// NVVM:           llvm.call @__nv_expf
+// NVVM:           llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr
+// The general-stride ring_close: scalar, 8 lanes, 32 rows per block.
+// NVVM-LABEL: gpu.module @f_kernel_0 [
+// NVVM:         nvvm.maxntid = array<i32: 8, 32, 1>
+// NVVM:           nvvm.read.ptx.sreg.tid.x
+// NVVM-NOT:       vector<
+// pool_offsets: one thread.
+// NVVM-LABEL: gpu.module @f_kernel_1 [
+// NVVM:         nvvm.maxntid = array<i32: 1, 1, 1>
+
+// The default opt level (2) is not printed.
+// TARGET-COUNT-7: #nvvm.target<chip = "sm_80", features = "+ptx70">
+
+func.func @f(%k: tensor<?x8xbf16>, %g: tensor<?x8xbf16>, %ape: tensor<4x8xf32>,
+             %iro: tensor<?xui32>, %pro: tensor<?xui32>, %cl: tensor<?xui32>,
+             %init: tensor<?x8xbf16>, %tail: tensor<?x2x4x8xbf16>,
+             %slots: tensor<?xi32>, %n: i32, %pinit: tensor<?x8xbf16>,
+             %cinit: tensor<?xi32>, %oinit: tensor<?xui32>)
+    -> (tensor<?x8xbf16>, tensor<?x2x4x8xbf16>, tensor<?x8xbf16>,
+        tensor<?xi32>, tensor<?xui32>) {
+  %p, %c = kpool.ring_close kpool(4) head_dim(8)
+      ins(%tail, %k, %g, %ape, %iro, %cl, %slots
+          : tensor<?x2x4x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>,
+            tensor<4x8xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xi32>)
+      num_requests(%n) outs(%pinit, %cinit : tensor<?x8xbf16>, tensor<?xi32>)
+      -> tensor<?x8xbf16>, tensor<?xi32>
+  %o = kpool.pool_offsets kpool(4) ins(%iro, %cl : tensor<?xui32>, tensor<?xui32>)
+      outs(%oinit : tensor<?xui32>) -> tensor<?xui32>
+  %0 = kpool.compress kpool(4) head_dim(8)
+      ins(%k, %g, %ape, %iro, %o, %cl
+          : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<4x8xf32>,
+            tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      outs(%init : tensor<?x8xbf16>) -> tensor<?x8xbf16>
+  %t = kpool.seed_tail kpool(4) head_dim(8)
+      ins(%k, %g, %iro, %cl, %slots
+          : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?xui32>,
+            tensor<?xui32>, tensor<?xi32>)
+      num_requests(%n) outs(%tail : tensor<?x2x4x8xbf16>) -> tensor<?x2x4x8xbf16>
+  return %0, %t, %p, %c, %o : tensor<?x8xbf16>, tensor<?x2x4x8xbf16>,
+      tensor<?x8xbf16>, tensor<?xi32>, tensor<?xui32>
+}

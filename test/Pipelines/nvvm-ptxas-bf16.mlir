@@ -1,0 +1,148 @@
+// REQUIRES: ptxas
+// RUN: kpool-opt %s -kpool-lower-to-nvvm=format=isa -o %t
+// RUN: %python %kpool_src_root/utils/extract-ptx.py %t --ptxas %ptxas --no-extern | FileCheck %s
+// RUN: %python %kpool_src_root/utils/extract-ptx.py %t | FileCheck %s --check-prefix=PTX
+
+// Every kernel of every op on bf16, for kpool 4 / head_dim 128 (production),
+// kpool 1, kpool 3 with head_dim 100 (not a multiple of 8) and kpool 2 with
+// head_dim 7 (no vector width divides it), lowered to PTX for sm_90 and
+// assembled by ptxas; no call may be left unresolved (libdevice's __nv_expf
+// is linked from the CUDA toolkit).
+
+// CHECK: @bf16_k4_d128_kernel: ptxas ok
+// CHECK-NEXT: @bf16_k4_d128_kernel_0: ptxas ok
+// CHECK-NEXT: @bf16_k4_d128_kernel_1: ptxas ok
+// CHECK-NEXT: @bf16_k4_d128_kernel_2: ptxas ok
+// CHECK-NEXT: @bf16_k4_d128_kernel_3: ptxas ok
+// CHECK-NEXT: @bf16_k4_d128_kernel_4: ptxas ok
+// CHECK-NEXT: @bf16_k4_d128_kernel_5: ptxas ok
+// CHECK-NEXT: @bf16_k1_d128_kernel: ptxas ok
+// CHECK-NEXT: @bf16_k1_d128_kernel_6: ptxas ok
+// CHECK-NEXT: @bf16_k1_d128_kernel_7: ptxas ok
+// CHECK-NEXT: @bf16_k1_d128_kernel_8: ptxas ok
+// CHECK-NEXT: @bf16_k1_d128_kernel_9: ptxas ok
+// CHECK-NEXT: @bf16_k1_d128_kernel_10: ptxas ok
+// CHECK-NEXT: @bf16_k1_d128_kernel_11: ptxas ok
+// CHECK-NEXT: @bf16_k3_d100_kernel: ptxas ok
+// CHECK-NEXT: @bf16_k3_d100_kernel_12: ptxas ok
+// CHECK-NEXT: @bf16_k3_d100_kernel_13: ptxas ok
+// CHECK-NEXT: @bf16_k3_d100_kernel_14: ptxas ok
+// CHECK-NEXT: @bf16_k3_d100_kernel_15: ptxas ok
+// CHECK-NEXT: @bf16_k3_d100_kernel_16: ptxas ok
+// CHECK-NEXT: @bf16_k3_d100_kernel_17: ptxas ok
+// CHECK-NEXT: @bf16_k2_d7_kernel: ptxas ok
+// CHECK-NEXT: @bf16_k2_d7_kernel_18: ptxas ok
+// CHECK-NEXT: @bf16_k2_d7_kernel_19: ptxas ok
+// CHECK-NEXT: @bf16_k2_d7_kernel_20: ptxas ok
+// CHECK-NEXT: @bf16_k2_d7_kernel_21: ptxas ok
+// CHECK-NEXT: @bf16_k2_d7_kernel_22: ptxas ok
+// CHECK-NEXT: @bf16_k2_d7_kernel_23: ptxas ok
+// CHECK-NOT: ptxas
+
+// The compress kernels: 16-byte loads and stores of 8 bf16 channels (and
+// of 4 f32 ape channels) for head_dim 128, 8-byte ones (4 channels) for
+// head_dim 100, scalar for head_dim 7; exp from libdevice.
+// PTX-LABEL: // ---- gpu.binary @bf16_k4_d128_kernel_2
+// PTX:       .target sm_90
+// PTX:       ld.global.v4.b32
+// PTX:       ex2.approx
+// PTX:       st.global.v4.b32
+// PTX-LABEL: // ---- gpu.binary @bf16_k3_d100_kernel_14
+// PTX:       ld.global.v4.b16
+// PTX:       st.global.v2.b32
+// PTX-LABEL: // ---- gpu.binary @bf16_k2_d7_kernel_20
+// PTX-NOT:   ld.global.v
+// PTX:       // ---- gpu.binary @bf16_k2_d7_kernel_21
+
+
+func.func @bf16_k4_d128(%k: tensor<?x128xbf16>, %g: tensor<?x128xbf16>, %ape: tensor<4x128xf32>,
+    %iro: tensor<?xui32>, %cl: tensor<?xui32>, %slots: tensor<?xui32>, %n: i32,
+    %tail: tensor<?x2x4x128xbf16>, %init: tensor<?x128xbf16>, %pinit: tensor<?x128xbf16>,
+    %cinit: tensor<?xi32>, %oinit: tensor<?xui32>)
+    -> (tensor<?x128xbf16>, tensor<?x2x4x128xbf16>, tensor<?x128xbf16>, tensor<?xi32>, tensor<?xui32>) {
+  %p, %c = kpool.ring_close kpool(4) head_dim(128)
+      ins(%tail, %k, %g, %ape, %iro, %cl, %slots
+          : tensor<?x2x4x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<4x128xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      num_requests(%n) outs(%pinit, %cinit : tensor<?x128xbf16>, tensor<?xi32>)
+      -> tensor<?x128xbf16>, tensor<?xi32>
+  %o = kpool.pool_offsets kpool(4) ins(%iro, %cl : tensor<?xui32>, tensor<?xui32>)
+      outs(%oinit : tensor<?xui32>) -> tensor<?xui32>
+  %pooled = kpool.compress kpool(4) head_dim(128)
+      ins(%k, %g, %ape, %iro, %o, %cl
+          : tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<4x128xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      outs(%init : tensor<?x128xbf16>) -> tensor<?x128xbf16>
+  %t = kpool.seed_tail kpool(4) head_dim(128)
+      ins(%k, %g, %iro, %cl, %slots
+          : tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      num_requests(%n) outs(%tail : tensor<?x2x4x128xbf16>) -> tensor<?x2x4x128xbf16>
+  return %pooled, %t, %p, %c, %o : tensor<?x128xbf16>, tensor<?x2x4x128xbf16>, tensor<?x128xbf16>, tensor<?xi32>, tensor<?xui32>
+}
+
+func.func @bf16_k1_d128(%k: tensor<?x128xbf16>, %g: tensor<?x128xbf16>, %ape: tensor<1x128xf32>,
+    %iro: tensor<?xui32>, %cl: tensor<?xui32>, %slots: tensor<?xui32>, %n: i32,
+    %tail: tensor<?x2x1x128xbf16>, %init: tensor<?x128xbf16>, %pinit: tensor<?x128xbf16>,
+    %cinit: tensor<?xi32>, %oinit: tensor<?xui32>)
+    -> (tensor<?x128xbf16>, tensor<?x2x1x128xbf16>, tensor<?x128xbf16>, tensor<?xi32>, tensor<?xui32>) {
+  %p, %c = kpool.ring_close kpool(1) head_dim(128)
+      ins(%tail, %k, %g, %ape, %iro, %cl, %slots
+          : tensor<?x2x1x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<1x128xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      num_requests(%n) outs(%pinit, %cinit : tensor<?x128xbf16>, tensor<?xi32>)
+      -> tensor<?x128xbf16>, tensor<?xi32>
+  %o = kpool.pool_offsets kpool(1) ins(%iro, %cl : tensor<?xui32>, tensor<?xui32>)
+      outs(%oinit : tensor<?xui32>) -> tensor<?xui32>
+  %pooled = kpool.compress kpool(1) head_dim(128)
+      ins(%k, %g, %ape, %iro, %o, %cl
+          : tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<1x128xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      outs(%init : tensor<?x128xbf16>) -> tensor<?x128xbf16>
+  %t = kpool.seed_tail kpool(1) head_dim(128)
+      ins(%k, %g, %iro, %cl, %slots
+          : tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      num_requests(%n) outs(%tail : tensor<?x2x1x128xbf16>) -> tensor<?x2x1x128xbf16>
+  return %pooled, %t, %p, %c, %o : tensor<?x128xbf16>, tensor<?x2x1x128xbf16>, tensor<?x128xbf16>, tensor<?xi32>, tensor<?xui32>
+}
+
+func.func @bf16_k3_d100(%k: tensor<?x100xbf16>, %g: tensor<?x100xbf16>, %ape: tensor<3x100xf32>,
+    %iro: tensor<?xui32>, %cl: tensor<?xui32>, %slots: tensor<?xui32>, %n: i32,
+    %tail: tensor<?x2x3x100xbf16>, %init: tensor<?x100xbf16>, %pinit: tensor<?x100xbf16>,
+    %cinit: tensor<?xi32>, %oinit: tensor<?xui32>)
+    -> (tensor<?x100xbf16>, tensor<?x2x3x100xbf16>, tensor<?x100xbf16>, tensor<?xi32>, tensor<?xui32>) {
+  %p, %c = kpool.ring_close kpool(3) head_dim(100)
+      ins(%tail, %k, %g, %ape, %iro, %cl, %slots
+          : tensor<?x2x3x100xbf16>, tensor<?x100xbf16>, tensor<?x100xbf16>, tensor<3x100xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      num_requests(%n) outs(%pinit, %cinit : tensor<?x100xbf16>, tensor<?xi32>)
+      -> tensor<?x100xbf16>, tensor<?xi32>
+  %o = kpool.pool_offsets kpool(3) ins(%iro, %cl : tensor<?xui32>, tensor<?xui32>)
+      outs(%oinit : tensor<?xui32>) -> tensor<?xui32>
+  %pooled = kpool.compress kpool(3) head_dim(100)
+      ins(%k, %g, %ape, %iro, %o, %cl
+          : tensor<?x100xbf16>, tensor<?x100xbf16>, tensor<3x100xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      outs(%init : tensor<?x100xbf16>) -> tensor<?x100xbf16>
+  %t = kpool.seed_tail kpool(3) head_dim(100)
+      ins(%k, %g, %iro, %cl, %slots
+          : tensor<?x100xbf16>, tensor<?x100xbf16>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      num_requests(%n) outs(%tail : tensor<?x2x3x100xbf16>) -> tensor<?x2x3x100xbf16>
+  return %pooled, %t, %p, %c, %o : tensor<?x100xbf16>, tensor<?x2x3x100xbf16>, tensor<?x100xbf16>, tensor<?xi32>, tensor<?xui32>
+}
+
+func.func @bf16_k2_d7(%k: tensor<?x7xbf16>, %g: tensor<?x7xbf16>, %ape: tensor<2x7xf32>,
+    %iro: tensor<?xui32>, %cl: tensor<?xui32>, %slots: tensor<?xui32>, %n: i32,
+    %tail: tensor<?x2x2x7xbf16>, %init: tensor<?x7xbf16>, %pinit: tensor<?x7xbf16>,
+    %cinit: tensor<?xi32>, %oinit: tensor<?xui32>)
+    -> (tensor<?x7xbf16>, tensor<?x2x2x7xbf16>, tensor<?x7xbf16>, tensor<?xi32>, tensor<?xui32>) {
+  %p, %c = kpool.ring_close kpool(2) head_dim(7)
+      ins(%tail, %k, %g, %ape, %iro, %cl, %slots
+          : tensor<?x2x2x7xbf16>, tensor<?x7xbf16>, tensor<?x7xbf16>, tensor<2x7xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      num_requests(%n) outs(%pinit, %cinit : tensor<?x7xbf16>, tensor<?xi32>)
+      -> tensor<?x7xbf16>, tensor<?xi32>
+  %o = kpool.pool_offsets kpool(2) ins(%iro, %cl : tensor<?xui32>, tensor<?xui32>)
+      outs(%oinit : tensor<?xui32>) -> tensor<?xui32>
+  %pooled = kpool.compress kpool(2) head_dim(7)
+      ins(%k, %g, %ape, %iro, %o, %cl
+          : tensor<?x7xbf16>, tensor<?x7xbf16>, tensor<2x7xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      outs(%init : tensor<?x7xbf16>) -> tensor<?x7xbf16>
+  %t = kpool.seed_tail kpool(2) head_dim(7)
+      ins(%k, %g, %iro, %cl, %slots
+          : tensor<?x7xbf16>, tensor<?x7xbf16>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      num_requests(%n) outs(%tail : tensor<?x2x2x7xbf16>) -> tensor<?x2x2x7xbf16>
+  return %pooled, %t, %p, %c, %o : tensor<?x7xbf16>, tensor<?x2x2x7xbf16>, tensor<?x7xbf16>, tensor<?xi32>, tensor<?xui32>
+}

@@ -1,0 +1,710 @@
+//===- kpool-gpu-check.cpp - differential tests of the CUDA kernels -------===//
+//
+// Self-checking tests of the ahead-of-time CUDA kernels (kpool-aot
+// --target=cuda) on device buffers, for bf16/f16/f32 at head_dim 128 kpool 4,
+// bf16 head_dim 64 kpool 3 and bf16 head_dim 8 kpool 1. Per configuration:
+//
+//  (a) a ragged mixed call -- a prefill, a speculative decode past position
+//      2^18 (pool ids past 2^16), a single-token decode, a chunked-prefill
+//      continuation, a request with no tokens and a batch-padding row; ring
+//      slots 3, 0, 5, 1, 4 of 6; non-zero ape and large gates -- through
+//      all four ops against the reference (test/lib/Reference):
+//      pool_offsets, closed_pool and the ring bit for bit, pooled keys
+//      within toleranceUlp() in ulp of the largest member key; empty calls
+//      (no requests, num_requests = 0) likewise;
+//  (b) on the device, bit for bit: a chunked schedule (chunk boundaries
+//      inside pools, then decode of 1 and 3 tokens) produces every pool
+//      exactly once, equal to a one-shot compress of the whole sequence,
+//      the pools ring_close closed from ring members included;
+//  (c) strided views (padded k/gate/pooled rows, a padded ring slot,
+//      strided metadata, a base that defeats vector accesses) give the
+//      dense results bit for bit;
+//  (d) bad metadata with Validation::Trust (an out-of-range slot, reversed
+//      and overlong offsets, too few pooled rows, num_requests < 0 and > B):
+//      guards around every buffer and padding unchanged, inputs unchanged,
+//      results equal to the reference (other requests' slots and rows
+//      untouched);
+//  (e) Validation::Check on device-resident metadata rejects bad metadata
+//      with a message naming the request and the field, and launches
+//      nothing.
+//
+// Prints one line per case (PASS/FAIL, with its measurements; --verbose
+// adds a line per check) and `N passed, M failed`; exits 1 on failure, 2
+// when there is no usable GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifdef KPOOL_GPU_ON_CPU
+#include "kpool_gpu_cpu_bf16_d128_k4.h"
+#include "kpool_gpu_cpu_bf16_d64_k3.h"
+#include "kpool_gpu_cpu_bf16_d8_k1.h"
+#include "kpool_gpu_cpu_f16_d128_k4.h"
+#include "kpool_gpu_cpu_f32_d128_k4.h"
+#else
+#include "kpool_gpu_bf16_d128_k4.h"
+#include "kpool_gpu_bf16_d64_k3.h"
+#include "kpool_gpu_bf16_d8_k1.h"
+#include "kpool_gpu_f16_d128_k4.h"
+#include "kpool_gpu_f32_d128_k4.h"
+#endif
+
+#include "GpuSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace kpool;
+using namespace kpool::gpu;
+
+namespace {
+
+int passed = 0, failed = 0;
+bool verbose = false;
+
+/// A case: its checks are gathered and printed as one line when it ends,
+/// `PASS: <name>: <n> checks; <notes>` or `FAIL: <name>: <failed checks>`;
+/// with --verbose every check follows on its own line.
+class Case {
+public:
+  explicit Case(std::string name) : name(std::move(name)) {}
+  Case(const Case &) = delete;
+  ~Case() {
+    std::string failures;
+    for (auto &[ok, what] : checks)
+      if (!ok)
+        failures += (failures.empty() ? "" : "; ") + what;
+    bool ok = failures.empty();
+    std::string notesText;
+    for (const std::string &n : notes)
+      notesText += "; " + n;
+    if (ok)
+      std::printf("PASS: %s: %zu checks%s\n", name.c_str(), checks.size(),
+                  notesText.c_str());
+    else
+      std::printf("FAIL: %s: %s%s\n", name.c_str(), failures.c_str(),
+                  notesText.c_str());
+    if (verbose)
+      for (auto &[ok, what] : checks)
+        std::printf("    %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+    std::fflush(stdout);
+    (ok ? passed : failed)++;
+  }
+  void check(bool ok, const std::string &what) { checks.push_back({ok, what}); }
+  void note(const std::string &text) { notes.push_back(text); }
+
+private:
+  std::string name;
+  std::vector<std::pair<bool, std::string>> checks;
+  std::vector<std::string> notes;
+};
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), v < 1e6 ? "%.2f" : "%.3g", v);
+  return buf;
+}
+
+/// The operands of one call, logical and dense (layouts are applied when
+/// the call runs).
+struct CallData {
+  int64_t B = 0, rows = 0, maxSlots = 6;
+  int32_t numRequests = 0;
+  std::vector<uint32_t> iro, cache, slots;
+  std::vector<uint8_t> k, g, ring;
+  std::vector<float> ape;
+};
+
+/// How the operands are laid out in memory.
+struct Layout {
+  const char *name = "dense";
+  int64_t rowPad = 0;     ///< extra elements per k/gate row
+  int64_t pooledPad = 0;  ///< extra elements per pooled row
+  int64_t slotPad = 0;    ///< extra elements per ring slot
+  int64_t metaStride = 1; ///< stride of metadata views
+  int64_t guard = 16;     ///< elements before and after every buffer
+};
+
+enum Op : unsigned {
+  RingClose = 1,
+  PoolOffsets = 2,
+  Compress = 4,
+  SeedTail = 8,
+  AllOps = 15
+};
+
+/// What a call left behind, as dense logical contents.
+struct Outputs {
+  Status status;
+  std::vector<uint32_t> pro, closed;
+  std::vector<uint8_t> closedRows, pooled, ring;
+  bool canaries = true;  ///< guards, padding and every input unchanged
+  bool untouched = true; ///< no output changed at all
+};
+
+/// Runs the `ops` of one call on the device (kernels) or on the host
+/// (kernels null: the reference). compress reads `proIn` if given, else
+/// what pool_offsets wrote; pooled has `pooledRows` rows.
+Outputs run(const KernelConfig &config, const KernelSet *kernels,
+            const CallData &d, const Layout &l, Validation validation,
+            unsigned ops, int64_t pooledRows,
+            const std::vector<uint32_t> *proIn = nullptr) {
+  const int64_t D = config.headDim, K = config.kpool, G = l.guard,
+                es = elementTypeSize(config.elementType), ms = l.metaStride;
+  const reference::Geometry geometry{config.elementType, D, K};
+  Tensor k(es, {d.rows, D}, {D + l.rowPad, 1}, G),
+      g(es, {d.rows, D}, {D + l.rowPad, 1}, G), ape(4, {K, D}, {}, G),
+      iro(4, {d.B + 1}, {ms}, G), cache(4, {d.B}, {ms}, G),
+      slots(4, {d.B}, {ms}, G), proOut(4, {d.B + 1}, {ms}, G),
+      proGiven(4, {d.B + 1}, {ms}, G), closed(4, {d.B}, {ms}, G),
+      closedRows(es, {d.B, D}, {D + l.pooledPad, 1}, G),
+      pooled(es, {pooledRows, D}, {D + l.pooledPad, 1}, G),
+      ring(es, {d.maxSlots, 2, K, D}, {2 * K * D + l.slotPad, K * D, D, 1}, G);
+  std::mt19937 rng(99);
+  k.fillRandom(rng, d.k);
+  g.fillRandom(rng, d.g);
+  ape.fillRandom(rng, bytesOf(d.ape));
+  iro.fillRandom(rng, bytesOf(d.iro));
+  cache.fillRandom(rng, bytesOf(d.cache));
+  slots.fillRandom(rng, bytesOf(d.slots));
+  proGiven.fillRandom(rng, proIn ? bytesOf(*proIn) : bytesOf(d.iro));
+  ring.fillRandom(rng, d.ring);
+  // Outputs start as canaries everywhere: 0x7f7f is a huge finite bf16
+  // and f32, a NaN in f16; no result is one.
+  for (Tensor *t : {&proOut, &closed, &closedRows, &pooled})
+    t->fill(0x7f);
+  Tensor &pro = proIn ? proGiven : proOut;
+
+  std::vector<Tensor *> inputs = {&k,     &g,     &ape,     &iro,
+                                  &cache, &slots, &proGiven};
+  std::vector<Tensor *> outputs = {&proOut, &closed, &closedRows, &pooled,
+                                   &ring};
+  std::vector<std::vector<uint8_t>> before;
+  for (Tensor *t : inputs)
+    before.push_back(t->image);
+  for (Tensor *t : outputs)
+    before.push_back(t->image);
+
+  Outputs out;
+  auto step = [&](Status s) {
+    if (out.status.ok() && !s.ok())
+      out.status = s;
+  };
+  if (kernels) {
+    for (Tensor *t : inputs)
+      t->upload();
+    for (Tensor *t : outputs)
+      t->upload();
+    if (ops & RingClose)
+      step(kernels->ringClose(
+          closedRows.deviceView(), closed.deviceView(), ring.deviceView(),
+          k.deviceView(), g.deviceView(), ape.deviceView(), iro.deviceView(),
+          cache.deviceView(), slots.deviceView(), d.numRequests, validation));
+    if (ops & PoolOffsets)
+      step(kernels->poolOffsets(proOut.deviceView(), iro.deviceView(),
+                                cache.deviceView(), validation));
+    if (ops & Compress)
+      step(kernels->compress(pooled.deviceView(), k.deviceView(),
+                             g.deviceView(), ape.deviceView(), iro.deviceView(),
+                             pro.deviceView(), cache.deviceView(), validation));
+    if (ops & SeedTail)
+      step(kernels->seedTail(ring.deviceView(), k.deviceView(), g.deviceView(),
+                             iro.deviceView(), cache.deviceView(),
+                             slots.deviceView(), d.numRequests, validation));
+    for (Tensor *t : inputs)
+      t->image = t->download();
+    for (Tensor *t : outputs)
+      t->image = t->download();
+  } else {
+    if (ops & RingClose)
+      reference::ringClose(geometry, closedRows.hostView(), closed.hostView(),
+                           ring.hostView(), k.hostView(), g.hostView(),
+                           ape.hostView(), iro.hostView(), cache.hostView(),
+                           slots.hostView(), d.numRequests);
+    if (ops & PoolOffsets)
+      reference::poolOffsets(geometry, proOut.hostView(), iro.hostView(),
+                             cache.hostView());
+    if (ops & Compress)
+      reference::compress(geometry, pooled.hostView(), k.hostView(),
+                          g.hostView(), ape.hostView(), iro.hostView(),
+                          pro.hostView(), cache.hostView());
+    if (ops & SeedTail)
+      reference::seedTail(geometry, ring.hostView(), k.hostView(), g.hostView(),
+                          iro.hostView(), cache.hostView(), slots.hostView(),
+                          d.numRequests);
+  }
+  size_t i = 0;
+  for (Tensor *t : inputs)
+    out.canaries &= t->image == before[i++];
+  for (Tensor *t : outputs) {
+    out.canaries &= t->outsideUnchanged(before[i], t->image);
+    out.untouched &= t->image == before[i++];
+  }
+  out.pro = wordsOf(proOut.dense());
+  out.closed = wordsOf(closed.dense());
+  out.closedRows = closedRows.dense();
+  out.pooled = pooled.dense();
+  out.ring = ring.dense();
+  return out;
+}
+
+/// Random ape, keys, gates and ring contents for `d`'s geometry: keys
+/// normal(0, 1), gates normal(0, 6) and ape normal(0, 2), so that the
+/// softmax discriminates and a misplaced ape shows.
+void randomize(const KernelConfig &config, CallData &d, std::mt19937 &rng) {
+  const int64_t D = config.headDim, K = config.kpool;
+  const ElementType t = config.elementType;
+  d.k = randomElements(t, d.rows * D, rng, 1.f);
+  d.g = randomElements(t, d.rows * D, rng, 6.f);
+  d.ring.clear();
+  for (int64_t s = 0; s < d.maxSlots; ++s)
+    for (float sigma : {1.f, 6.f}) {
+      std::vector<uint8_t> half = randomElements(t, K * D, rng, sigma);
+      d.ring.insert(d.ring.end(), half.begin(), half.end());
+    }
+  std::normal_distribution<float> apeDist(0.f, 2.f);
+  d.ape.resize(K * D);
+  for (float &a : d.ape)
+    a = apeDist(rng);
+}
+
+/// The ragged mixed call of case (a): valid metadata.
+CallData raggedCall(const KernelConfig &config, unsigned seed) {
+  CallData d;
+  // prefill, speculative decode past 2^18, decode, chunked prefill
+  // continuation, no tokens, batch padding (num_requests = 5).
+  std::vector<uint32_t> tokens = {37, 3, 1, 19, 0, 0};
+  d.cache = {0, 300001, 6, 10, 5, 9};
+  d.slots = {3, 0, 5, 1, 4, 2};
+  d.B = 6;
+  d.numRequests = 5;
+  d.iro = {0};
+  for (uint32_t n : tokens)
+    d.iro.push_back(d.iro.back() + n);
+  d.rows = d.iro.back();
+  std::mt19937 rng(seed);
+  randomize(config, d, rng);
+  return d;
+}
+
+/// Per pooled row and channel, the largest |member key|, for valid
+/// metadata: ring_close's rows (members from the ring and from k) and
+/// compress's rows.
+void memberScales(const KernelConfig &config, const CallData &d,
+                  const std::vector<uint32_t> &pro,
+                  std::vector<double> &closedScales,
+                  std::vector<double> &pooledScales) {
+  const int64_t D = config.headDim, K = config.kpool;
+  const int64_t es = elementTypeSize(config.elementType);
+  const ElementType t = config.elementType;
+  for (int64_t b = 0; b < d.B; ++b) {
+    int64_t c = d.cache[b], n = int64_t(d.iro[b + 1]) - d.iro[b];
+    int64_t held = c % K;
+    std::vector<const uint8_t *> members;
+    if (b < d.numRequests && held > 0 && n >= K - held)
+      for (int64_t m = 0; m < K; ++m)
+        members.push_back(m < held
+                              ? &d.ring[((d.slots[b] * 2 + 0) * K + m) * D * es]
+                              : &d.k[(d.iro[b] + m - held) * D * es]);
+    if (members.empty())
+      closedScales.insert(closedScales.end(), D, 0.0);
+    else
+      appendScales(t, D, members, closedScales);
+  }
+  pooledScales.assign(int64_t(pro.back()) * D, 0.0);
+  for (int64_t b = 0; b < d.B; ++b) {
+    reference::PoolRange r =
+        reference::poolRange(K, d.cache[b], int64_t(d.iro[b + 1]) - d.iro[b]);
+    for (int64_t j = 0; j < r.count; ++j) {
+      std::vector<const uint8_t *> members;
+      for (int64_t m = 0; m < K; ++m)
+        members.push_back(&d.k[(d.iro[b] + r.skip + j * K + m) * D * es]);
+      std::vector<double> s;
+      appendScales(t, D, members, s);
+      std::copy(s.begin(), s.end(), pooledScales.begin() + (pro[b] + j) * D);
+    }
+  }
+}
+
+/// Per pooled row and channel, the largest |key| of the whole call (k and
+/// the ring's keys): the scale for calls whose metadata is bad.
+std::vector<double> callScales(const KernelConfig &config, const CallData &d,
+                               int64_t rows) {
+  const int64_t D = config.headDim, K = config.kpool;
+  const int64_t es = elementTypeSize(config.elementType);
+  std::vector<const uint8_t *> keys;
+  for (int64_t r = 0; r < d.rows; ++r)
+    keys.push_back(&d.k[r * D * es]);
+  for (int64_t s = 0; s < d.maxSlots; ++s)
+    for (int64_t m = 0; m < K; ++m)
+      keys.push_back(&d.ring[(s * 2 * K + m) * D * es]);
+  std::vector<double> one, all;
+  appendScales(config.elementType, D, keys, one);
+  for (int64_t r = 0; r < rows; ++r)
+    all.insert(all.end(), one.begin(), one.end());
+  return all;
+}
+
+/// Compares a device call with the reference: the exact outputs bit for
+/// bit, pooled rows within tolerance (unwritten rows keep their canaries:
+/// a canary against a value is far out of tolerance).
+void compareWithReference(Case &c, const KernelConfig &config,
+                          const Outputs &gpu, const Outputs &ref,
+                          const std::vector<double> &closedScales,
+                          const std::vector<double> &pooledScales) {
+  const ElementType t = config.elementType;
+  const double tol = toleranceUlp(t);
+  c.check(gpu.status.ok(),
+          "the kernels ran" + (gpu.status.ok()
+                                   ? std::string()
+                                   : " (" + gpu.status.message() + ")"));
+  c.check(gpu.pro == ref.pro, "pool_offsets equal the reference");
+  int64_t closedCount = 0;
+  for (uint32_t v : ref.closed)
+    closedCount += int32_t(v) >= 0;
+  c.check(gpu.closed == ref.closed,
+          "ring_close closed_pool equals the reference");
+  double e1 = maxUlpError(t, config.headDim, gpu.closedRows, ref.closedRows,
+                          closedScales);
+  c.check(e1 <= tol, "ring_close pooled rows within " + fmt(tol) +
+                         " ulp of the reference (max " + fmt(e1) + ")");
+  int64_t rows = ref.pooled.size() / elementTypeSize(t) / config.headDim;
+  double e2 =
+      maxUlpError(t, config.headDim, gpu.pooled, ref.pooled, pooledScales);
+  c.check(e2 <= tol, "compress pooled rows within " + fmt(tol) +
+                         " ulp of the reference (max " + fmt(e2) + ")");
+  c.check(gpu.ring == ref.ring, "seed_tail ring equals the reference");
+  c.check(gpu.canaries,
+          "guards and padding around outputs intact, inputs unchanged");
+  c.note(std::to_string(closedCount) + " closed by ring_close, max " + fmt(e1) +
+         " ulp; " + std::to_string(rows) + " pooled rows, max " + fmt(e2) +
+         " ulp");
+}
+
+std::string describe(const KernelConfig &c) {
+  return std::string(elementTypeName(c.elementType)) + " d" +
+         std::to_string(c.headDim) + " k" + std::to_string(c.kpool);
+}
+
+//===----------------------------------------------------------------------===//
+// (a) ragged call and empty calls against the reference
+//===----------------------------------------------------------------------===//
+
+void caseRagged(const KernelSet &kernels) {
+  const KernelConfig &config = kernels.config();
+  CallData d = raggedCall(config, 11);
+  std::vector<uint32_t> pro(d.B + 1);
+  reference::poolOffsets({config.elementType, config.headDim, config.kpool},
+                         denseView(pro.data(), {d.B + 1}),
+                         denseView(d.iro.data(), {d.B + 1}),
+                         denseView(d.cache.data(), {d.B}));
+  Layout dense;
+  Outputs gpu =
+      run(config, &kernels, d, dense, Validation::Check, AllOps, pro.back());
+  Outputs ref =
+      run(config, nullptr, d, dense, Validation::Check, AllOps, pro.back());
+  std::vector<double> closedScales, pooledScales;
+  memberScales(config, d, pro, closedScales, pooledScales);
+  {
+    Case c(describe(config) + ": (a) ragged call, all four ops vs reference");
+    compareWithReference(c, config, gpu, ref, closedScales, pooledScales);
+    if (config.kpool > 1) {
+      int64_t closedCount = 0;
+      for (uint32_t v : gpu.closed)
+        closedCount += int32_t(v) >= 0;
+      c.check(closedCount >= 2 && gpu.ring != d.ring,
+              "the call closes pools from the ring and seeds it");
+    }
+  }
+
+  // Empty calls: no requests at all, and requests with num_requests = 0.
+  CallData none;
+  none.iro = {0};
+  std::mt19937 rng(5);
+  randomize(config, none, rng);
+  Outputs g0 = run(config, &kernels, none, dense, Validation::Check, AllOps, 0);
+  Outputs r0 = run(config, nullptr, none, dense, Validation::Check, AllOps, 0);
+  {
+    Case c(describe(config) + ": (a) no requests");
+    compareWithReference(c, config, g0, r0, {}, {});
+  }
+  CallData zero = d;
+  zero.numRequests = 0;
+  Outputs gz =
+      run(config, &kernels, zero, dense, Validation::Check, AllOps, pro.back());
+  Outputs rz =
+      run(config, nullptr, zero, dense, Validation::Check, AllOps, pro.back());
+  std::vector<double> cs, ps;
+  memberScales(config, zero, pro, cs, ps);
+  Case c(describe(config) + ": (a) num_requests = 0");
+  compareWithReference(c, config, gz, rz, cs, ps);
+}
+
+//===----------------------------------------------------------------------===//
+// (b) a chunked schedule against one-shot compression, on the device
+//===----------------------------------------------------------------------===//
+
+void caseSchedule(const KernelSet &kernels) {
+  const KernelConfig &config = kernels.config();
+  const int64_t chunk = 7, decodeCalls = 6;
+  Case c(describe(config) + ": (b) chunked schedule (chunk " +
+         std::to_string(chunk) + ", then decode 3/1 tokens) vs one-shot");
+  const std::vector<int64_t> prompts = {37, 130, 5, 66};
+  std::vector<int64_t> lengths;
+  for (int64_t p : prompts)
+    lengths.push_back(p + 2 * decodeCalls);
+  std::mt19937 rng(23);
+  std::vector<Sequence> seqs = randomSequences(
+      config.elementType, config.headDim, {3, 0, 5, 1}, lengths, rng);
+  std::normal_distribution<float> apeDist(0.f, 2.f);
+  std::vector<float> ape(config.kpool * config.headDim);
+  for (float &a : ape)
+    a = apeDist(rng);
+  DeviceSchedule schedule(kernels, seqs, 6, ape);
+  Status status;
+  int64_t calls = 0;
+  for (bool prefilling = true; prefilling && status.ok();) {
+    std::vector<int64_t> counts(seqs.size(), -1);
+    prefilling = false;
+    for (size_t r = 0; r < seqs.size(); ++r)
+      if (int64_t left = prompts[r] - schedule.done(r); left > 0) {
+        counts[r] = std::min(chunk, left);
+        prefilling = true;
+      }
+    if (prefilling) {
+      status = schedule.step(counts, nullptr, nullptr);
+      ++calls;
+    }
+  }
+  for (int64_t c = 0; c < decodeCalls && status.ok(); ++c, ++calls)
+    status = schedule.step(std::vector<int64_t>(seqs.size(), c % 2 ? 1 : 3),
+                           nullptr, nullptr);
+  c.check(status.ok(), "the schedule ran (" + std::to_string(calls) + " calls" +
+                           (status.ok() ? "" : ": " + status.message()) + ")");
+  if (!status.ok())
+    return;
+  DeviceSchedule::Report r = schedule.checkAgainstOneShot("  ");
+  c.check(r.ringDiffer == 0 && (config.kpool == 1 || r.fromRing > 0),
+          "pools ring_close closed from ring members are bit-identical to "
+          "one-shot compress");
+  c.check(r.missing == 0 && r.duplicated == 0 && r.differ == 0 &&
+              r.checked == r.produced,
+          "every pool produced exactly once, bit-identical to one-shot "
+          "compress");
+  c.check(r.maxUlp <= toleranceUlp(config.elementType),
+          "pools within " + fmt(toleranceUlp(config.elementType)) +
+              " ulp of the reference (max " + fmt(r.maxUlp) + ")");
+  c.note(std::to_string(calls) + " calls, " + std::to_string(r.checked) +
+         " pools (" + std::to_string(r.fromRing) +
+         " closed from the ring), max " + fmt(r.maxUlp) + " ulp vs reference");
+}
+
+//===----------------------------------------------------------------------===//
+// (c) strided views against dense ones, on the device
+//===----------------------------------------------------------------------===//
+
+void caseStrided(const KernelSet &kernels) {
+  const KernelConfig &config = kernels.config();
+  CallData d = raggedCall(config, 13);
+  std::vector<uint32_t> pro(d.B + 1);
+  reference::poolOffsets({config.elementType, config.headDim, config.kpool},
+                         denseView(pro.data(), {d.B + 1}),
+                         denseView(d.iro.data(), {d.B + 1}),
+                         denseView(d.cache.data(), {d.B}));
+  Outputs dense =
+      run(config, &kernels, d, Layout(), Validation::Check, AllOps, pro.back());
+  Layout padded;
+  padded.name = "padded k/gate/pooled rows (+5/+3), ring slot (+7)";
+  padded.rowPad = 5;
+  padded.pooledPad = 3;
+  padded.slotPad = 7;
+  Layout metadata;
+  metadata.name = "metadata with stride 2";
+  metadata.metaStride = 2;
+  Layout misaligned;
+  misaligned.name = "every base one element past alignment";
+  misaligned.guard = 1;
+  for (const Layout &l : {padded, metadata, misaligned}) {
+    Outputs s =
+        run(config, &kernels, d, l, Validation::Check, AllOps, pro.back());
+    bool same = s.status.ok() && dense.status.ok() && s.pro == dense.pro &&
+                s.closed == dense.closed && s.closedRows == dense.closedRows &&
+                s.pooled == dense.pooled && s.ring == dense.ring;
+    Case c(describe(config) + ": (c) " + l.name + " vs dense");
+    c.check(same, "all four ops equal the dense results bit for bit" +
+                      (s.status.ok() ? std::string()
+                                     : " (" + s.status.message() + ")"));
+    c.check(s.canaries, "padding and guards intact, inputs unchanged");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// (d) bad metadata, kernels' guards only
+//===----------------------------------------------------------------------===//
+
+void caseBadMetadata(const KernelSet &kernels) {
+  const KernelConfig &config = kernels.config();
+  const reference::Geometry geometry{config.elementType, config.headDim,
+                                     config.kpool};
+  // Requests: 0 valid; 1 slot 9 of 6; 2 rows reversed; 3 rows past k's 20;
+  // 4 reversed; 5 valid, its last pool past pooled's rows. Request 0 is
+  // given one pooled row fewer than it completes.
+  CallData d;
+  d.B = 6;
+  d.iro = {0, 7, 12, 9, 30, 12, 20};
+  d.cache = {0, 5, 300001, 3, 1, 6};
+  d.slots = {3, 9, 0, 5, 1, 2};
+  d.rows = 20;
+  std::mt19937 rng(17);
+  randomize(config, d, rng);
+  std::vector<uint32_t> pro(d.B + 1);
+  reference::poolOffsets(geometry, denseView(pro.data(), {d.B + 1}),
+                         denseView(d.iro.data(), {d.B + 1}),
+                         denseView(d.cache.data(), {d.B}));
+  std::vector<uint32_t> badPro = pro;
+  if (badPro[1] > badPro[0])
+    --badPro[1];
+  int64_t pooledRows = std::max<int64_t>(0, int64_t(pro.back()) - 2);
+  Layout l;
+  l.name = "bad metadata";
+  l.rowPad = 3;
+  l.slotPad = 5;
+  for (int32_t numRequests : {int32_t(d.B), int32_t(-3), int32_t(d.B + 5)}) {
+    d.numRequests = numRequests;
+    Case c(describe(config) +
+           ": (d) bad slot, reversed/overlong rows, too few pooled rows, "
+           "num_requests " +
+           std::to_string(numRequests) + ", no validation, vs reference");
+    Outputs gpu = run(config, &kernels, d, l, Validation::Trust, AllOps,
+                      pooledRows, &badPro);
+    Outputs ref = run(config, nullptr, d, l, Validation::Trust, AllOps,
+                      pooledRows, &badPro);
+    std::vector<double> scales =
+        callScales(config, d, std::max(d.B, pooledRows));
+    compareWithReference(c, config, gpu, ref, scales, scales);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// (e) validation of device-resident metadata
+//===----------------------------------------------------------------------===//
+
+void caseValidation(const KernelSet &kernels) {
+  const KernelConfig &config = kernels.config();
+  CallData good = raggedCall(config, 19);
+  std::vector<uint32_t> pro(good.B + 1);
+  reference::poolOffsets({config.elementType, config.headDim, config.kpool},
+                         denseView(pro.data(), {good.B + 1}),
+                         denseView(good.iro.data(), {good.B + 1}),
+                         denseView(good.cache.data(), {good.B}));
+  const int64_t P = pro.back();
+  struct Bad {
+    const char *what;
+    Op op;
+    std::function<void(CallData &, std::vector<uint32_t> &, int64_t &)> mutate;
+    std::vector<std::string> expect;
+  };
+  const uint32_t reversedEnd = good.iro[2] - 1;
+  std::vector<Bad> cases = {
+      {"pool_offsets, rows of request 2 reversed",
+       PoolOffsets,
+       [&](CallData &d, auto &, auto &) { d.iro[3] = reversedEnd; },
+       {"pool_offsets", "request 2", "input_row_offsets[3]"}},
+      {"compress, rows of request 5 past k",
+       Compress,
+       [&](CallData &d, auto &, auto &) { d.iro[6] = d.rows + 10; },
+       {"compress", "request 5", "input_row_offsets[6]", "rows of 'k'"}},
+      {"compress, pool_row_offsets count of request 3 off by one",
+       Compress,
+       [&](CallData &, auto &p, auto &rows) {
+         for (size_t b = 4; b < p.size(); ++b)
+           ++p[b];
+         ++rows;
+       },
+       {"compress", "request 3", "pool_row_offsets[4]"}},
+      {"compress, pooled one row short",
+       Compress,
+       [&](CallData &, auto &, auto &rows) { --rows; },
+       {"compress", "pool_row_offsets[6]", "'pooled'"}},
+      {"ring_close, slot of request 1 out of range",
+       RingClose,
+       [&](CallData &d, auto &, auto &) { d.slots[1] = 9; },
+       {"ring_close", "request 1", "slot_idx[1] = 9", "max_slots"}},
+      {"ring_close, rows of request 2 reversed",
+       RingClose,
+       [&](CallData &d, auto &, auto &) { d.iro[3] = reversedEnd; },
+       {"ring_close", "request 2", "input_row_offsets[3]"}},
+      {"ring_close, num_requests = -1",
+       RingClose,
+       [&](CallData &d, auto &, auto &) { d.numRequests = -1; },
+       {"ring_close", "num_requests = -1"}},
+      {"seed_tail, request 3 in request 0's slot",
+       SeedTail,
+       [&](CallData &d, auto &, auto &) { d.slots[3] = d.slots[0]; },
+       {"seed_tail", "request 3", "slot_idx[3]", "request 0"}},
+      {"seed_tail, num_requests = B + 1",
+       SeedTail,
+       [&](CallData &d, auto &, auto &) { d.numRequests = int32_t(d.B) + 1; },
+       {"seed_tail", "num_requests = 7"}},
+  };
+  for (const Bad &c : cases) {
+    CallData d = good;
+    std::vector<uint32_t> p = pro;
+    int64_t rows = P;
+    c.mutate(d, p, rows);
+    Outputs out =
+        run(config, &kernels, d, Layout(), Validation::Check, c.op, rows, &p);
+    bool named = !out.status.ok();
+    for (const std::string &s : c.expect)
+      named &= out.status.message().find(s) != std::string::npos;
+    Case result(describe(config) + ": (e) Check rejects " + c.what);
+    result.check(!out.status.ok(), "the call is rejected");
+    result.check(named, "the message names the request and the field");
+    result.check(out.untouched && out.canaries, "nothing was launched");
+    result.note(out.status.ok() ? "no error"
+                                : "\"" + out.status.message() + "\"");
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--verbose" || std::string(argv[i]) == "-v") {
+      verbose = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--verbose]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::printf("kpool-gpu-check: %s\n", deviceDescription().c_str());
+  std::vector<std::unique_ptr<KernelSet>> sets;
+  auto add = [&](KernelConfig config, KernelBackend backend) {
+    sets.push_back(std::make_unique<KernelSet>(config, std::move(backend)));
+  };
+  add(KPOOL_GPU_CONFIG(bf16_d128_k4), KPOOL_GPU_BACKEND(bf16_d128_k4));
+  add(KPOOL_GPU_CONFIG(f16_d128_k4), KPOOL_GPU_BACKEND(f16_d128_k4));
+  add(KPOOL_GPU_CONFIG(f32_d128_k4), KPOOL_GPU_BACKEND(f32_d128_k4));
+  add(KPOOL_GPU_CONFIG(bf16_d64_k3), KPOOL_GPU_BACKEND(bf16_d64_k3));
+  add(KPOOL_GPU_CONFIG(bf16_d8_k1), KPOOL_GPU_BACKEND(bf16_d8_k1));
+  std::printf("tolerance vs the reference: bf16/f16 %s, f32 %s ulp of the "
+              "largest member key\n",
+              fmt(toleranceUlp(KPOOL_BF16)).c_str(),
+              fmt(toleranceUlp(KPOOL_F32)).c_str());
+  for (const auto &set : sets) {
+    const KernelSet &kernels = *set;
+    caseRagged(kernels);
+    caseSchedule(kernels);
+    caseStrided(kernels);
+    caseBadMetadata(kernels);
+  }
+  caseValidation(*sets[0]);
+  caseValidation(*sets[3]);
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
