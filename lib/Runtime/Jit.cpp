@@ -52,10 +52,6 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
     return Status::error("the CUDA target is served by the ahead-of-time "
                          "kernels (kpool-aot); the JIT runtime compiles for "
                          "the CPU");
-  if (config.headDim < 1 || config.kpool < 1)
-    return Status::error("head_dim and kpool must be at least 1, got " +
-                         std::to_string(config.headDim) + " and " +
-                         std::to_string(config.kpool));
   // The context outlives the engine's entry points: both are kept by the
   // backend's owner.
   auto state = std::make_shared<JitState>();

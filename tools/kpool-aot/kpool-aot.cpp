@@ -181,7 +181,9 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
     os << "  backend." << field << " = reinterpret_cast<decltype(backend."
        << field << ")>(&_mlir_ciface_" << prefix << op << "_memref);\n";
   if (cuda)
-    os << "  backend.readMetadata = kpool::cuda::readMetadata;\n";
+    os << "  backend.readMetadata = kpool::cuda::readMetadata;\n"
+       << "  backend.allocateScratch = kpool::cuda::allocateScratch;\n"
+       << "  backend.freeScratch = kpool::cuda::freeScratch;\n";
   os << "  return backend;\n}\n\n"
      << "/* The configuration these kernels were built for. */\n"
      << "inline kpool::KernelConfig " << prefix << "config() {\n"

@@ -140,6 +140,8 @@ KernelBackend gpu::onEmulatedDevice(const KernelConfig &config,
   elementSize[slot] = elementTypeSize(config.elementType);
   KernelBackend b = wrap(slot, std::make_integer_sequence<int, kSlots>());
   b.readMetadata = cuda::readMetadata;
+  b.allocateScratch = cuda::allocateScratch;
+  b.freeScratch = cuda::freeScratch;
   return b;
 }
 

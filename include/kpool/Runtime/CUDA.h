@@ -54,6 +54,12 @@ inline Status readMetadata(const View &view, std::vector<uint32_t> &out) {
   return Status();
 }
 
+/// KernelBackend::allocateScratch / freeScratch: device memory.
+inline void *allocateScratch(size_t bytes) {
+  return mgpuMemAlloc(bytes, nullptr, false);
+}
+inline void freeScratch(void *ptr) { mgpuMemFree(ptr, nullptr); }
+
 /// Device memory of `bytes` bytes, freed on destruction.
 class DeviceBuffer {
 public:

@@ -14,6 +14,7 @@
 #include "kpool-c/View.h"
 #include "kpool/Runtime/Descriptor.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,6 +89,11 @@ struct KernelBackend {
   /// validation; null when views are host memory (the CPU target).
   Status (*readMetadata)(const View &view, std::vector<uint32_t> &out) =
       nullptr;
+  /// Target memory for validation's own kernel runs (compress checks
+  /// pool_row_offsets against the pool_offsets kernel); null on the CPU.
+  /// Set together with readMetadata.
+  void *(*allocateScratch)(size_t bytes) = nullptr;
+  void (*freeScratch)(void *ptr) = nullptr;
   /// Keeps alive what the entry points live in (e.g. a JIT engine).
   std::shared_ptr<void> owner;
 };

@@ -67,6 +67,28 @@ public:
     return Validator(op, {config.headDim, config.kpool},
                      backend.readMetadata ? backend.readMetadata : readHost);
   }
+
+  /// Runs the pool_offsets kernel on `iro` and `cache` into host `out`
+  /// (through target scratch memory when the backend has some).
+  Status expectedPoolOffsets(const KernelSet &set, const View &iro,
+                             const View &cache,
+                             std::vector<uint32_t> &out) const {
+    int64_t length = static_cast<int64_t>(out.size());
+    if (!backend.allocateScratch)
+      return set.poolOffsets(denseView(out.data(), {length}), iro, cache,
+                             Validation::Trust);
+    void *scratch = backend.allocateScratch(length * sizeof(uint32_t));
+    if (!scratch)
+      return Status::error("could not allocate " +
+                           std::to_string(length * sizeof(uint32_t)) +
+                           " bytes of target memory for validation");
+    View scratchView = denseView(scratch, {length});
+    Status status = set.poolOffsets(scratchView, iro, cache, Validation::Trust);
+    if (status.ok())
+      status = backend.readMetadata(scratchView, out);
+    backend.freeScratch(scratch);
+    return status;
+  }
 };
 
 } // namespace kpool
@@ -115,6 +137,19 @@ void KernelSet::registerPrecompiled(const KernelConfig &config,
 std::shared_ptr<KernelSet>
 detail::getOrCreate(const KernelConfig &config, Status &status,
                     const std::function<Status(KernelBackend &)> &compile) {
+  if (config.elementType != KPOOL_BF16 && config.elementType != KPOOL_F16 &&
+      config.elementType != KPOOL_F32) {
+    status = Status::error("unknown element type " +
+                           std::to_string(int(config.elementType)) +
+                           " (expected KPOOL_BF16, KPOOL_F16 or KPOOL_F32)");
+    return nullptr;
+  }
+  if (config.headDim < 1 || config.kpool < 1) {
+    status = Status::error("head_dim and kpool must be at least 1, got " +
+                           std::to_string(config.headDim) + " and " +
+                           std::to_string(config.kpool));
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lock(registryMutex());
   Key key = keyOf(config);
   status = Status();
@@ -198,17 +233,11 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
     KPOOL_TRY(v.load(pro, pools));
     KPOOL_TRY(v.load(cache, lengths));
     KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
-    // The expected counts come from the pool_offsets kernel: one
-    // implementation of the metadata arithmetic. The kernel writes the
-    // target's memory, so for device-resident metadata (readMetadata set)
-    // the host computes them (its output here is a host vector).
+    // The expected counts come from the pool_offsets kernel, so the
+    // metadata arithmetic has one implementation. It writes the target's
+    // memory: device scratch, read back, for device-resident metadata.
     std::vector<uint32_t> expected(batch + 1);
-    if (impl->backend.readMetadata) {
-      expected = hostPoolOffsets(offsets, lengths, c.kpool);
-    } else {
-      View expectedView = denseView(expected.data(), {batch + 1});
-      KPOOL_TRY(poolOffsets(expectedView, iro, cache, Validation::Trust));
-    }
+    KPOOL_TRY(impl->expectedPoolOffsets(*this, iro, cache, expected));
     KPOOL_TRY(v.poolRows(pools, expected, offsets, lengths, pooled.sizes[0]));
   }
   Desc2 dPooled = Desc2::from(pooled), dK = Desc2::from(k),

@@ -64,7 +64,8 @@ Status Validator::length(const char *name, const View &view, int64_t length,
     return Status();
   return error("'" + std::string(name) + "' must have " +
                std::to_string(length) + " entries (" + what + "), got " +
-               formatShape(view.sizes, view.rank));
+               (view.rank == 1 ? formatShape(view.sizes, 1)
+                               : "rank " + std::to_string(view.rank)));
 }
 
 Status Validator::rows(const std::vector<uint32_t> &iro, int64_t batch,
@@ -141,16 +142,4 @@ Status Validator::poolRows(const std::vector<uint32_t> &pro,
                  std::to_string(pro[batch]) + " is past the " +
                  std::to_string(pooledRows) + " rows of 'pooled'");
   return Status();
-}
-
-std::vector<uint32_t>
-detail::hostPoolOffsets(const std::vector<uint32_t> &iro,
-                        const std::vector<uint32_t> &cache, int64_t kpool) {
-  std::vector<uint32_t> pro(cache.size() + 1, 0);
-  for (size_t b = 0; b < cache.size(); ++b) {
-    int64_t c = cache[b], n = int64_t(iro[b + 1]) - int64_t(iro[b]);
-    int64_t first = (c + kpool - 1) / kpool, last = (c + n) / kpool;
-    pro[b + 1] = pro[b] + uint32_t(std::max<int64_t>(0, last - first));
-  }
-  return pro;
 }

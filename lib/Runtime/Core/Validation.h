@@ -30,13 +30,6 @@ struct Geometry {
   int64_t kpool;
 };
 
-/// pool_offsets on the host, for metadata whose rows `rows` accepted: the
-/// exclusive prefix sum (mod 2^32) of each request's full-pool count
-/// max(0, floor((c + n) / K) - ceil(c / K)).
-std::vector<uint32_t> hostPoolOffsets(const std::vector<uint32_t> &iro,
-                                      const std::vector<uint32_t> &cache,
-                                      int64_t kpool);
-
 class Validator {
 public:
   Validator(const char *op, Geometry geometry, MetadataReader reader)
