@@ -113,7 +113,8 @@ int main(int argc, char **argv) {
     int64_t pools = pro[batch];
     auto k = randomRows(tokens), g = randomRows(tokens);
     std::vector<uint16_t> pooled(pools * D), pooledRef(pools * D);
-    View kV = denseView(k.data(), {tokens, D}), gV = denseView(g.data(), {tokens, D});
+    View kV = denseView(k.data(), {tokens, D}),
+         gV = denseView(g.data(), {tokens, D});
     View iroV = denseView(iro.data(), {batch + 1}),
          proV = denseView(pro.data(), {batch + 1}),
          cacheV = denseView(cache.data(), {batch});
@@ -124,18 +125,23 @@ int main(int argc, char **argv) {
     std::vector<uint8_t> src(bytes, 1), dst(bytes);
     auto t = measure(
         {[&] { std::memcpy(dst.data(), src.data(), bytes); },
-         [&] { die(serial->compress(outV, kV, gV, apeView, iroV, proV, cacheV)); },
-         [&] { die(parallel->compress(outV, kV, gV, apeView, iroV, proV, cacheV)); },
+         [&] {
+           die(serial->compress(outV, kV, gV, apeView, iroV, proV, cacheV));
+         },
+         [&] {
+           die(parallel->compress(outV, kV, gV, apeView, iroV, proV, cacheV));
+         },
          [&] {
            reference::compress(geometry, refV, kV, gV, apeView, iroV, proV,
                                cacheV);
          }},
         /*rounds=*/7, /*reps=*/3);
     auto gbps = [&](double s) { return bytes / s / 1e9; };
-    std::printf("compress prefill: %lld tokens, %lld pools, bf16, head_dim %lld, "
-                "kpool %lld, %.1f MiB moved (k + gate read, pooled written)\n",
-                (long long)tokens, (long long)pools, (long long)D,
-                (long long)K, bytes / 1048576.0);
+    std::printf(
+        "compress prefill: %lld tokens, %lld pools, bf16, head_dim %lld, "
+        "kpool %lld, %.1f MiB moved (k + gate read, pooled written)\n",
+        (long long)tokens, (long long)pools, (long long)D, (long long)K,
+        bytes / 1048576.0);
     std::printf("  memcpy (bandwidth bound)   %8.3f ms  %6.2f GB/s\n",
                 t[0] * 1e3, gbps(t[0]));
     std::printf("  kpool, 1 thread            %8.3f ms  %6.2f GB/s  "
@@ -168,7 +174,8 @@ int main(int argc, char **argv) {
     auto tail = randomRows(batch * 2 * K);
     std::vector<uint16_t> closedRows(batch * D), pooled(batch * D);
     std::vector<int32_t> closed(batch);
-    View kV = denseView(k.data(), {batch, D}), gV = denseView(g.data(), {batch, D});
+    View kV = denseView(k.data(), {batch, D}),
+         gV = denseView(g.data(), {batch, D});
     View tailV = denseView(tail.data(), {batch, 2, K, D});
     View iroV = denseView(iro.data(), {batch + 1}),
          cacheV = denseView(cache.data(), {batch}),

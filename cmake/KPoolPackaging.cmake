@@ -101,6 +101,25 @@ install(TARGETS ${_kpool_export_libs} kpool_dialect kpool_passes kpool_runtime
 if(TARGET kpool-opt)
   install(TARGETS kpool-opt EXPORT KPoolTargets RUNTIME DESTINATION bin)
 endif()
+# Ahead-of-time kernels: kpool-aot, the CUDA runtime wrappers its GPU
+# objects call, and kpool_add_aot_kernels (KPoolAOT.cmake, included by the
+# package config).
+# The installed tools find Debian's libMLIR.so/libLLVM.so through RPATH.
+foreach(_kpool_tool kpool-opt kpool-aot)
+  if(TARGET ${_kpool_tool})
+    set_target_properties(${_kpool_tool} PROPERTIES
+      INSTALL_RPATH "${LLVM_LIBRARY_DIR}")
+  endif()
+endforeach()
+if(TARGET kpool-aot)
+  install(TARGETS kpool-aot EXPORT KPoolTargets RUNTIME DESTINATION bin)
+endif()
+if(TARGET kpool_cuda_runtime)
+  install(TARGETS kpool_cuda_runtime EXPORT KPoolTargets
+    LIBRARY DESTINATION ${KPOOL_INSTALL_LIB_DIR})
+endif()
+install(FILES ${KPOOL_SOURCE_DIR}/cmake/KPoolAOT.cmake
+  DESTINATION ${KPOOL_INSTALL_CMAKE_DIR})
 install(EXPORT KPoolTargets
   NAMESPACE KPool::
   DESTINATION ${KPOOL_INSTALL_CMAKE_DIR})

@@ -1,4 +1,5 @@
-/*===- kpool-c/View.h - strided views of caller memory -------------*- C -*-===*\
+/*===- kpool-c/View.h - strided views of caller memory -------------*- C
+-*-===*\
 |*                                                                            *|
 |* The one description of an operand shared by the C++ runtime, the C API,   *|
 |* the Python package and the ahead-of-time kernels.                          *|

@@ -91,9 +91,9 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
   engineOptions.sharedLibPaths = libs;
   auto created = mlir::ExecutionEngine::create(*module, engineOptions);
   if (!created)
-    return Status::error("JIT compilation failed: " +
-                         llvm::toString(created.takeError()) + "\n" +
-                         diagnostics);
+    return Status::error(
+        "JIT compilation failed: " + llvm::toString(created.takeError()) +
+        "\n" + diagnostics);
   state->engine = std::move(*created);
   mlir::ExecutionEngine &engine = *state->engine;
 
@@ -101,8 +101,8 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
   auto lookup = [&](const std::string &name, auto &fn) -> Status {
     auto symbol = engine.lookup("_mlir_ciface_" + name);
     if (!symbol)
-      return Status::error("kernel '" + name +
-                           "' not found: " + llvm::toString(symbol.takeError()));
+      return Status::error("kernel '" + name + "' not found: " +
+                           llvm::toString(symbol.takeError()));
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(*symbol);
     return Status();
   };

@@ -3,6 +3,7 @@
 #include "kpool/Runtime/KernelModule.h"
 
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
+#include "kpool/Runtime/Runtime.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -18,21 +19,9 @@ KernelNames::KernelNames(StringRef prefix)
       ringClose((prefix + "ring_close_memref").str()),
       poolOffsets((prefix + "pool_offsets_memref").str()) {}
 
-static const char *typeName(KPoolElementType type) {
-  switch (type) {
-  case KPOOL_BF16:
-    return "bf16";
-  case KPOOL_F16:
-    return "f16";
-  case KPOOL_F32:
-    return "f32";
-  }
-  return "unknown";
-}
-
 std::string mlir::kpool::kernelPrefix(KPoolElementType type, int64_t headDim,
                                       int64_t kpool) {
-  return "kpool_" + std::string(typeName(type)) + "_d" +
+  return "kpool_" + std::string(::kpool::elementTypeName(type)) + "_d" +
          std::to_string(headDim) + "_k" + std::to_string(kpool) + "_";
 }
 
@@ -41,8 +30,8 @@ OwningOpRef<ModuleOp> mlir::kpool::buildKernelModule(MLIRContext &ctx,
                                                      int64_t headDim,
                                                      int64_t kpool,
                                                      StringRef prefix) {
-  ctx.loadDialect<func::FuncDialect, memref::MemRefDialect,
-                  arith::ArithDialect, KPoolDialect>();
+  ctx.loadDialect<func::FuncDialect, memref::MemRefDialect, arith::ArithDialect,
+                  KPoolDialect>();
   OpBuilder b(&ctx);
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);

@@ -32,7 +32,8 @@ void check(bool ok, const std::string &what) {
   (ok ? passed : failed)++;
 }
 
-template <typename T> bool same(const std::vector<T> &a, const std::vector<T> &b) {
+template <typename T>
+bool same(const std::vector<T> &a, const std::vector<T> &b) {
   return a.size() == b.size() &&
          std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
@@ -57,7 +58,8 @@ void compare(const KernelConfig &config, const KernelSet &aot,
   };
   // Five requests; request 3 has reversed offsets, request 4 reaches past
   // k; slot of request 2 is out of range. k rows have a padded stride.
-  const int64_t rows = 23, rowStride = D + 5, slots = 6, slotStride = 2 * K * D + 7;
+  const int64_t rows = 23, rowStride = D + 5, slots = 6,
+                slotStride = 2 * K * D + 7;
   std::vector<uint32_t> iro = {0, 7, 8, 19, 15, 40};
   std::vector<uint32_t> cache = {0, 5, 70001, 3, 1};
   std::vector<uint32_t> slot = {3, 0, 9, 5, 1};
@@ -70,12 +72,15 @@ void compare(const KernelConfig &config, const KernelSet &aot,
   View kV{k.data(), 2, {rows, D}, {rowStride, 1}};
   View gV{g.data(), 2, {rows, D}, {rowStride, 1}};
   View apeV = denseView(ape.data(), {K, D});
-  View iroV = denseView(iro.data(), {B + 1}), cacheV = denseView(cache.data(), {B}),
+  View iroV = denseView(iro.data(), {B + 1}),
+       cacheV = denseView(cache.data(), {B}),
        slotV = denseView(slot.data(), {B});
 
   std::vector<uint32_t> proA(B + 1), proJ(B + 1);
-  aot.poolOffsets(denseView(proA.data(), {B + 1}), iroV, cacheV, Validation::Trust);
-  jit.poolOffsets(denseView(proJ.data(), {B + 1}), iroV, cacheV, Validation::Trust);
+  aot.poolOffsets(denseView(proA.data(), {B + 1}), iroV, cacheV,
+                  Validation::Trust);
+  jit.poolOffsets(denseView(proJ.data(), {B + 1}), iroV, cacheV,
+                  Validation::Trust);
   check(same(proA, proJ), name + ": pool_offsets");
 
   int64_t P = proJ[B] + 2;
@@ -94,15 +99,19 @@ void compare(const KernelConfig &config, const KernelSet &aot,
   ringA.data = ringAcopy.data();
   View ringJV = ringA;
   ringJV.data = ringJ.data();
-  aot.ringClose(denseView(closedRowsA.data(), {B, D}), denseView(closedA.data(), {B}),
-                ringA, kV, gV, apeV, iroV, cacheV, slotV, int32_t(B), Validation::Trust);
-  jit.ringClose(denseView(closedRowsJ.data(), {B, D}), denseView(closedJ.data(), {B}),
-                ringJV, kV, gV, apeV, iroV, cacheV, slotV, int32_t(B), Validation::Trust);
+  aot.ringClose(denseView(closedRowsA.data(), {B, D}),
+                denseView(closedA.data(), {B}), ringA, kV, gV, apeV, iroV,
+                cacheV, slotV, int32_t(B), Validation::Trust);
+  jit.ringClose(denseView(closedRowsJ.data(), {B, D}),
+                denseView(closedJ.data(), {B}), ringJV, kV, gV, apeV, iroV,
+                cacheV, slotV, int32_t(B), Validation::Trust);
   check(same(closedRowsA, closedRowsJ) && same(closedA, closedJ),
         name + ": ring_close");
 
-  aot.seedTail(ringA, kV, gV, iroV, cacheV, slotV, int32_t(B), Validation::Trust);
-  jit.seedTail(ringJV, kV, gV, iroV, cacheV, slotV, int32_t(B), Validation::Trust);
+  aot.seedTail(ringA, kV, gV, iroV, cacheV, slotV, int32_t(B),
+               Validation::Trust);
+  jit.seedTail(ringJV, kV, gV, iroV, cacheV, slotV, int32_t(B),
+               Validation::Trust);
   check(same(ringAcopy, ringJ), name + ": seed_tail");
   if (K > 1) // with kpool 1 every token closes its own pool
     check(!same(ringAcopy, ring), name + ": seed_tail wrote the ring");

@@ -181,17 +181,20 @@ int main(void) {
   memcpy(tailBefore, tail, sizeof tail);
   uint32_t badIro[3] = {0, 9, 17};
   KPoolView vbadIro = view1(badIro, 3);
-  // CHECK: overlong rows: error: compress: request 1: input_row_offsets[2] = 17 reaches past the 16 rows of 'k'
+  // CHECK: overlong rows: error: compress: request 1: input_row_offsets[2] = 17
+  // reaches past the 16 rows of 'k'
   report("overlong rows", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape,
                                         &vbadIro, &vpro, &vcache, true));
   uint32_t badSlots[2] = {2, 3};
   KPoolView vbadSlots = view1(badSlots, 2);
-  // CHECK: bad slot: error: seed_tail: request 1: slot_idx[1] = 3 is not below max_slots = 3
+  // CHECK: bad slot: error: seed_tail: request 1: slot_idx[1] = 3 is not below
+  // max_slots = 3
   report("bad slot", kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro, &vcache,
                                    &vbadSlots, 2, true));
   uint32_t badPro[3] = {0, 1, 2};
   KPoolView vbadPro = view1(badPro, 3);
-  // CHECK: bad pool rows: error: compress: request 0: pool_row_offsets[1] - pool_row_offsets[0] = 1, but the request completes 2 pool(s)
+  // CHECK: bad pool rows: error: compress: request 0: pool_row_offsets[1] -
+  // pool_row_offsets[0] = 1, but the request completes 2 pool(s)
   report("bad pool rows", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
                                         &vbadPro, &vcache, true));
   KPoolView vbadRank = vk;

@@ -37,7 +37,7 @@ struct Options {
 /// A request of the schedule: its slot and its whole token sequence.
 struct Request {
   uint32_t slot;
-  std::vector<uint8_t> keys, gates;        // raw element bytes, row-major
+  std::vector<uint8_t> keys, gates; // raw element bytes, row-major
   int64_t length;
 };
 
@@ -181,11 +181,12 @@ int main(int argc, char **argv) {
     }
     int64_t rows = iro.back();
     std::vector<ProducedPool> pools;
-    Status s = store.step(denseView(k.data(), {rows, D}),
-                          denseView(g.data(), {rows, D}), iro, callSlots,
-                          &pools);
+    Status s =
+        store.step(denseView(k.data(), {rows, D}),
+                   denseView(g.data(), {rows, D}), iro, callSlots, &pools);
     if (!s.ok()) {
-      std::fprintf(stderr, "kpool-demo: call %d: %s\n", call, s.message().c_str());
+      std::fprintf(stderr, "kpool-demo: call %d: %s\n", call,
+                   s.message().c_str());
       return false;
     }
     int64_t ring = 0;
@@ -240,7 +241,8 @@ int main(int argc, char **argv) {
     View k = denseView(const_cast<uint8_t *>(req.keys.data()), {n, D});
     View g = denseView(const_cast<uint8_t *>(req.gates.data()), {n, D});
     View a = denseView(ape.data(), {K, D});
-    View iroV = denseView(iro.data(), {2}), cacheV = denseView(cache.data(), {1});
+    View iroV = denseView(iro.data(), {2}),
+         cacheV = denseView(cache.data(), {1});
     View proV = denseView(pro.data(), {2});
     Status s = kernels->compress(denseView(oneShot.data(), {pools, D}), k, g, a,
                                  iroV, proV, cacheV);
@@ -265,12 +267,13 @@ int main(int argc, char **argv) {
         for (int64_t m = 0; m < K; ++m)
           scale = std::max<double>(
               scale, std::fabs(reference::fromBits(
-                         opt.type, loadBits(opt.type,
-                                            &req.keys[((p * K + m) * D + d) *
-                                                      esize]))));
-        double a = reference::fromBits(opt.type, loadBits(opt.type, got + d * esize));
-        double b = reference::fromBits(opt.type,
-                                       loadBits(opt.type, &ref[(p * D + d) * esize]));
+                         opt.type,
+                         loadBits(opt.type,
+                                  &req.keys[((p * K + m) * D + d) * esize]))));
+        double a =
+            reference::fromBits(opt.type, loadBits(opt.type, got + d * esize));
+        double b = reference::fromBits(
+            opt.type, loadBits(opt.type, &ref[(p * D + d) * esize]));
         maxUlp = std::max(maxUlp, std::fabs(a - b) / ulpOf(opt.type, scale));
       }
       ++checked;
@@ -283,8 +286,9 @@ int main(int argc, char **argv) {
       if (opt.verbose && p < 2) {
         std::printf("  slot %u pool %lld:", req.slot, (long long)p);
         for (int64_t d = 0; d < std::min<int64_t>(D, 6); ++d)
-          std::printf(" %.5g", reference::fromBits(
-                                   opt.type, loadBits(opt.type, got + d * esize)));
+          std::printf(" %.5g",
+                      reference::fromBits(opt.type,
+                                          loadBits(opt.type, got + d * esize)));
         std::printf(" ...\n");
       }
     }

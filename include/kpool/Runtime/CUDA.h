@@ -46,7 +46,8 @@ inline Status readMetadata(const View &view, std::vector<uint32_t> &out) {
     return Status();
   if (stride < 1)
     return Status::error("metadata views on the GPU need a positive stride, "
-                         "got " + std::to_string(stride));
+                         "got " +
+                         std::to_string(stride));
   std::vector<uint32_t> span((n - 1) * stride + 1);
   copy(span.data(), view.data, span.size() * sizeof(uint32_t));
   for (int64_t i = 0; i < n; ++i)

@@ -10,8 +10,7 @@
 namespace kpool {
 
 /// The strided memref descriptor that MLIR's C interface passes by pointer.
-template <int Rank>
-struct Descriptor {
+template <int Rank> struct Descriptor {
   void *allocated;
   void *aligned;
   int64_t offset;

@@ -21,9 +21,9 @@ namespace kpool {
 
 /// One pool produced by a step.
 struct ProducedPool {
-  uint32_t slot;   ///< the request's ring slot
-  int64_t pool;    ///< pool id (absolute positions [pool*K, (pool+1)*K))
-  bool fromRing;   ///< closed by ring_close (else built by compress)
+  uint32_t slot; ///< the request's ring slot
+  int64_t pool;  ///< pool id (absolute positions [pool*K, (pool+1)*K))
+  bool fromRing; ///< closed by ring_close (else built by compress)
 };
 
 class PoolStore {

@@ -87,8 +87,8 @@ struct KernelBackend {
   PoolOffsetsFn poolOffsets = nullptr;
   /// Copies a 1-D view of 32-bit elements into host memory, for host-side
   /// validation; null when views are host memory (the CPU target).
-  Status (*readMetadata)(const View &view, std::vector<uint32_t> &out) =
-      nullptr;
+  Status (*readMetadata)(const View &view,
+                         std::vector<uint32_t> &out) = nullptr;
   /// Target memory for validation's own kernel runs (compress checks
   /// pool_row_offsets against the pool_offsets kernel); null on the CPU.
   /// Set together with readMetadata.
@@ -140,11 +140,10 @@ public:
                   Validation validation = Validation::Check) const;
 
   /// kpool.ring_close: closes the pool the ring holds open per request.
-  Status ringClose(const View &pooled, const View &closedPool,
-                   const View &tail, const View &k, const View &gate,
-                   const View &ape, const View &inputRowOffsets,
-                   const View &cacheLengths, const View &slotIdx,
-                   int32_t numRequests,
+  Status ringClose(const View &pooled, const View &closedPool, const View &tail,
+                   const View &k, const View &gate, const View &ape,
+                   const View &inputRowOffsets, const View &cacheLengths,
+                   const View &slotIdx, int32_t numRequests,
                    Validation validation = Validation::Check) const;
 
   /// kpool.pool_offsets: the exclusive prefix sum of full-pool counts.

@@ -65,8 +65,9 @@ public:
     Value view = memref::SubViewOp::create(b, loc, reduced, memref, offsets,
                                            sizes, strides);
     int64_t inner = innermostStride(type);
-    auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
-                                         {inner == 1 ? 1 : ShapedType::kDynamic});
+    auto layout =
+        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                               {inner == 1 ? 1 : ShapedType::kDynamic});
     auto viewType = MemRefType::get({headDim}, type.getElementType(), layout,
                                     type.getMemorySpace());
     if (view.getType() != viewType)
@@ -85,8 +86,8 @@ public:
   Value selectView(Value cond, Value lhs, Value rhs) {
     if (lhs.getType() != rhs.getType()) {
       auto type = cast<MemRefType>(lhs.getType());
-      auto layout = StridedLayoutAttr::get(
-          b.getContext(), ShapedType::kDynamic, {ShapedType::kDynamic});
+      auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                                           {ShapedType::kDynamic});
       auto dynType = MemRefType::get(type.getShape(), type.getElementType(),
                                      layout, type.getMemorySpace());
       lhs = memref::CastOp::create(b, loc, dynType, lhs);
@@ -141,8 +142,8 @@ public:
 
   /// Ring row `tail[slot, which, member, :]`.
   Value ringView(Value tail, Value slot, int64_t which, int64_t member) {
-    return channelView(tail, {toIndex(slot), b.getIndexAttr(which),
-                              b.getIndexAttr(member)});
+    return channelView(
+        tail, {toIndex(slot), b.getIndexAttr(which), b.getIndexAttr(member)});
   }
 
   /// i1 that holds when every dynamic extent listed equals its static
@@ -211,8 +212,7 @@ public:
 };
 
 /// Base pattern: only the buffer form is lowered here.
-template <typename OpTy>
-struct KPoolLowering : public OpRewritePattern<OpTy> {
+template <typename OpTy> struct KPoolLowering : public OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
 
   LogicalResult matchAndRewrite(OpTy op,
@@ -227,7 +227,6 @@ struct KPoolLowering : public OpRewritePattern<OpTy> {
   virtual void lower(OpTy op, PatternRewriter &rewriter) const = 0;
 };
 
-
 struct CompressLowering : public KPoolLowering<CompressOp> {
   using KPoolLowering::KPoolLowering;
 
@@ -239,50 +238,47 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
     Value iro = e.signless(op.getInputRowOffsets());
     Value pro = e.signless(op.getPoolRowOffsets());
     Value cache = e.signless(op.getCacheLengths());
-    Value shapesOk = e.extentsMatch({{k, 1, D},
-                                     {gate, 1, D},
-                                     {ape, 0, K},
-                                     {ape, 1, D},
-                                     {pooled, 1, D}});
+    Value shapesOk = e.extentsMatch(
+        {{k, 1, D}, {gate, 1, D}, {ape, 0, K}, {ape, 1, D}, {pooled, 1, D}});
     e.ifThen(shapesOk, [&] {
-     e.versionOnUnitStride({k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
-      Value k = v[0], gate = v[1], ape = v[2], pooled = v[3];
-      Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
-      Value one = e.idx(1);
-      Value batch = e.minIndex(
-          {e.dim(cache, 0),
-           arith::SubIOp::create(rewriter, e.loc, e.dim(iro, 0), one),
-           arith::SubIOp::create(rewriter, e.loc, e.dim(pro, 0), one)});
-      e.parallelFor(e.dim(pooled, 0), [&](Value r) {
-        Value row = e.toI64(r);
-        Value owner = e.findOwner(pro, batch, row);
-        e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
-          Value bIdx = e.toIndex(owner);
-          Value next = arith::AddIOp::create(rewriter, e.loc, bIdx, one);
-          Value lo = e.loadU32(pro, bIdx), hi = e.loadU32(pro, next);
-          auto req = e.loadRequest(iro, cache, bIdx, numRows);
-          auto range = e.poolRange(req);
-          Value j = arith::SubIOp::create(rewriter, e.loc, row, lo);
-          Value valid = arith::AndIOp::create(
-              rewriter, e.loc, e.cmp(arith::CmpIPredicate::ult, row, hi),
-              e.cmp(arith::CmpIPredicate::ult, j, range.count));
-          e.ifThen(valid, [&] {
-            Value first = arith::AddIOp::create(
-                rewriter, e.loc,
-                arith::AddIOp::create(rewriter, e.loc, req.start, range.skip),
-                arith::MulIOp::create(rewriter, e.loc, j, e.i64(K)));
-            SmallVector<Value> keys, gates;
-            for (int64_t m = 0; m < K; ++m) {
-              Value member =
-                  arith::AddIOp::create(rewriter, e.loc, first, e.i64(m));
-              keys.push_back(e.rowView(k, member));
-              gates.push_back(e.rowView(gate, member));
-            }
-            e.poolRow(keys, gates, ape, e.rowView(pooled, row));
+      e.versionOnUnitStride({k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
+        Value k = v[0], gate = v[1], ape = v[2], pooled = v[3];
+        Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
+        Value one = e.idx(1);
+        Value batch = e.minIndex(
+            {e.dim(cache, 0),
+             arith::SubIOp::create(rewriter, e.loc, e.dim(iro, 0), one),
+             arith::SubIOp::create(rewriter, e.loc, e.dim(pro, 0), one)});
+        e.parallelFor(e.dim(pooled, 0), [&](Value r) {
+          Value row = e.toI64(r);
+          Value owner = e.findOwner(pro, batch, row);
+          e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
+            Value bIdx = e.toIndex(owner);
+            Value next = arith::AddIOp::create(rewriter, e.loc, bIdx, one);
+            Value lo = e.loadU32(pro, bIdx), hi = e.loadU32(pro, next);
+            auto req = e.loadRequest(iro, cache, bIdx, numRows);
+            auto range = e.poolRange(req);
+            Value j = arith::SubIOp::create(rewriter, e.loc, row, lo);
+            Value valid = arith::AndIOp::create(
+                rewriter, e.loc, e.cmp(arith::CmpIPredicate::ult, row, hi),
+                e.cmp(arith::CmpIPredicate::ult, j, range.count));
+            e.ifThen(valid, [&] {
+              Value first = arith::AddIOp::create(
+                  rewriter, e.loc,
+                  arith::AddIOp::create(rewriter, e.loc, req.start, range.skip),
+                  arith::MulIOp::create(rewriter, e.loc, j, e.i64(K)));
+              SmallVector<Value> keys, gates;
+              for (int64_t m = 0; m < K; ++m) {
+                Value member =
+                    arith::AddIOp::create(rewriter, e.loc, first, e.i64(m));
+                keys.push_back(e.rowView(k, member));
+                gates.push_back(e.rowView(gate, member));
+              }
+              e.poolRow(keys, gates, ape, e.rowView(pooled, row));
+            });
           });
         });
       });
-     });
     });
   }
 };
@@ -309,88 +305,90 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
                                      {tail, 3, D},
                                      {pooled, 1, D}});
     e.ifThen(shapesOk, [&] {
-     e.versionOnUnitStride({tail, k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
-      Value tail = v[0], k = v[1], gate = v[2], ape = v[3], pooled = v[4];
-      Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
-      Value batch = e.minIndex(
-          {e.dim(cache, 0),
-           arith::SubIOp::create(rewriter, loc, e.dim(iro, 0), e.idx(1)),
-           e.dim(slots, 0)});
-      Value numRequests = e.clampNumRequests(op.getNumRequests(), batch);
-      Value numSlots = e.toI64(e.dim(tail, 0));
-      Value rowsP = e.dim(pooled, 0), rowsC = e.dim(closed, 0);
-      Value rows = arith::MaxSIOp::create(rewriter, loc, rowsP, rowsC);
-      e.parallelFor(rows, [&](Value bIdx) {
-        // closes, held, pool id, slot, first row.
-        auto meta = scf::IfOp::create(
-            rewriter, loc,
-            e.cmp(arith::CmpIPredicate::ult, bIdx, numRequests),
-            [&](OpBuilder &, Location) {
-              auto req = e.loadRequest(iro, cache, bIdx, numRows);
-              auto pending = e.pendingPool(req);
-              Value slot = e.loadU32(slots, bIdx);
-              Value closes = arith::AndIOp::create(
-                  rewriter, loc, pending.closes,
-                  e.cmp(arith::CmpIPredicate::ult, slot, numSlots));
-              scf::YieldOp::create(rewriter, loc,
-                                   ValueRange{closes, pending.held, pending.id,
-                                              slot, req.start});
-            },
-            [&](OpBuilder &, Location) {
-              Value no = arith::ConstantIntOp::create(rewriter, loc,
-                                                      rewriter.getI1Type(), 0);
-              Value zero = e.i64(0);
-              scf::YieldOp::create(rewriter, loc,
-                                   ValueRange{no, zero, zero, zero, zero});
-            });
-        Value closes = meta.getResult(0), held = meta.getResult(1);
-        Value id = meta.getResult(2), slot = meta.getResult(3);
-        Value start = meta.getResult(4);
+      e.versionOnUnitStride(
+          {tail, k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
+            Value tail = v[0], k = v[1], gate = v[2], ape = v[3], pooled = v[4];
+            Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
+            Value batch = e.minIndex(
+                {e.dim(cache, 0),
+                 arith::SubIOp::create(rewriter, loc, e.dim(iro, 0), e.idx(1)),
+                 e.dim(slots, 0)});
+            Value numRequests = e.clampNumRequests(op.getNumRequests(), batch);
+            Value numSlots = e.toI64(e.dim(tail, 0));
+            Value rowsP = e.dim(pooled, 0), rowsC = e.dim(closed, 0);
+            Value rows = arith::MaxSIOp::create(rewriter, loc, rowsP, rowsC);
+            e.parallelFor(rows, [&](Value bIdx) {
+              // closes, held, pool id, slot, first row.
+              auto meta = scf::IfOp::create(
+                  rewriter, loc,
+                  e.cmp(arith::CmpIPredicate::ult, bIdx, numRequests),
+                  [&](OpBuilder &, Location) {
+                    auto req = e.loadRequest(iro, cache, bIdx, numRows);
+                    auto pending = e.pendingPool(req);
+                    Value slot = e.loadU32(slots, bIdx);
+                    Value closes = arith::AndIOp::create(
+                        rewriter, loc, pending.closes,
+                        e.cmp(arith::CmpIPredicate::ult, slot, numSlots));
+                    scf::YieldOp::create(rewriter, loc,
+                                         ValueRange{closes, pending.held,
+                                                    pending.id, slot,
+                                                    req.start});
+                  },
+                  [&](OpBuilder &, Location) {
+                    Value no = arith::ConstantIntOp::create(
+                        rewriter, loc, rewriter.getI1Type(), 0);
+                    Value zero = e.i64(0);
+                    scf::YieldOp::create(
+                        rewriter, loc, ValueRange{no, zero, zero, zero, zero});
+                  });
+              Value closes = meta.getResult(0), held = meta.getResult(1);
+              Value id = meta.getResult(2), slot = meta.getResult(3);
+              Value start = meta.getResult(4);
 
-        e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
-          Value id32 = arith::TruncIOp::create(rewriter, loc,
-                                               rewriter.getI32Type(), id);
-          Value none = arith::ConstantIntOp::create(
-              rewriter, loc, rewriter.getI32Type(), -1);
-          Value value =
-              arith::SelectOp::create(rewriter, loc, closes, id32, none);
-          memref::StoreOp::create(rewriter, loc, value, closed,
-                                  ValueRange{bIdx});
-        });
-        e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
-          Value outRow = e.rowView(pooled, e.toI64(bIdx));
-          e.ifThenElse(
-              closes,
-              [&] {
-                SmallVector<Value> keys, gates;
-                for (int64_t m = 0; m < K; ++m) {
-                  // Members below `held` are in the ring; the rest are this
-                  // call's rows `start + m - held`. The unselected view is
-                  // built from a clamped index and never read.
-                  Value fromRing =
-                      e.cmp(arith::CmpIPredicate::ult, e.i64(m), held);
-                  Value row = arith::SelectOp::create(
-                      rewriter, loc, fromRing, start,
-                      arith::SubIOp::create(
-                          rewriter, loc,
-                          arith::AddIOp::create(rewriter, loc, start,
-                                                e.i64(m)),
-                          held));
-                  Value safeSlot = arith::SelectOp::create(
-                      rewriter, loc, fromRing, slot, e.i64(0));
-                  keys.push_back(e.selectView(fromRing,
-                                              e.ringView(tail, safeSlot, 0, m),
-                                              e.rowView(k, row)));
-                  gates.push_back(e.selectView(
-                      fromRing, e.ringView(tail, safeSlot, 1, m),
-                      e.rowView(gate, row)));
-                }
-                e.poolRow(keys, gates, ape, outRow);
-              },
-              [&] { e.zeroRow(outRow); });
-        });
-      });
-     });
+              e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
+                Value id32 = arith::TruncIOp::create(rewriter, loc,
+                                                     rewriter.getI32Type(), id);
+                Value none = arith::ConstantIntOp::create(
+                    rewriter, loc, rewriter.getI32Type(), -1);
+                Value value =
+                    arith::SelectOp::create(rewriter, loc, closes, id32, none);
+                memref::StoreOp::create(rewriter, loc, value, closed,
+                                        ValueRange{bIdx});
+              });
+              e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
+                Value outRow = e.rowView(pooled, e.toI64(bIdx));
+                e.ifThenElse(
+                    closes,
+                    [&] {
+                      SmallVector<Value> keys, gates;
+                      for (int64_t m = 0; m < K; ++m) {
+                        // Members below `held` are in the ring; the rest are
+                        // this call's rows `start + m - held`. The unselected
+                        // view is built from a clamped index and never read.
+                        Value fromRing =
+                            e.cmp(arith::CmpIPredicate::ult, e.i64(m), held);
+                        Value row = arith::SelectOp::create(
+                            rewriter, loc, fromRing, start,
+                            arith::SubIOp::create(
+                                rewriter, loc,
+                                arith::AddIOp::create(rewriter, loc, start,
+                                                      e.i64(m)),
+                                held));
+                        Value safeSlot = arith::SelectOp::create(
+                            rewriter, loc, fromRing, slot, e.i64(0));
+                        keys.push_back(e.selectView(
+                            fromRing, e.ringView(tail, safeSlot, 0, m),
+                            e.rowView(k, row)));
+                        gates.push_back(e.selectView(
+                            fromRing, e.ringView(tail, safeSlot, 1, m),
+                            e.rowView(gate, row)));
+                      }
+                      e.poolRow(keys, gates, ape, outRow);
+                    },
+                    [&] { e.zeroRow(outRow); });
+              });
+            });
+          });
     });
   }
 };
@@ -406,46 +404,45 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
     Value iro = e.signless(op.getInputRowOffsets());
     Value cache = e.signless(op.getCacheLengths());
     Value slots = e.signless(op.getSlotIdx());
-    Value shapesOk = e.extentsMatch({{k, 1, D},
-                                     {gate, 1, D},
-                                     {tail, 1, 2},
-                                     {tail, 2, K},
-                                     {tail, 3, D}});
+    Value shapesOk = e.extentsMatch(
+        {{k, 1, D}, {gate, 1, D}, {tail, 1, 2}, {tail, 2, K}, {tail, 3, D}});
     e.ifThen(shapesOk, [&] {
-     e.versionOnUnitStride({tail, k, gate}, [&](ArrayRef<Value> v) {
-      Value tail = v[0], k = v[1], gate = v[2];
-      Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
-      Value batch = e.minIndex(
-          {e.dim(cache, 0),
-           arith::SubIOp::create(rewriter, loc, e.dim(iro, 0), e.idx(1)),
-           e.dim(slots, 0)});
-      Value numRequests = e.clampNumRequests(op.getNumRequests(), batch);
-      Value numSlots = e.toI64(e.dim(tail, 0));
-      e.parallelFor(numRequests, [&](Value bIdx) {
-        auto req = e.loadRequest(iro, cache, bIdx, numRows);
-        Value slot = e.loadU32(slots, bIdx);
-        e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, numSlots), [&] {
-          auto [begin, end] = e.openTail(req);
-          auto loop = scf::ForOp::create(rewriter, loc, e.toIndex(begin),
-                                         e.toIndex(end), e.idx(1));
-          OpBuilder::InsertionGuard guard(rewriter);
-          rewriter.setInsertionPoint(loop.getBody()->getTerminator());
-          Value q = e.toI64(loop.getInductionVar());
-          Value row = arith::AddIOp::create(
-              rewriter, loc, req.start,
-              arith::SubIOp::create(rewriter, loc, q, req.cached));
-          Value member = e.toIndex(arith::RemUIOp::create(rewriter, loc, q,
-                                                          e.i64(K)));
-          auto ringRow = [&](int64_t which) {
-            return e.channelView(tail, {e.toIndex(slot),
-                                        rewriter.getIndexAttr(which), member});
-          };
-          linalg::CopyOp::create(rewriter, loc, e.rowView(k, row), ringRow(0));
-          linalg::CopyOp::create(rewriter, loc, e.rowView(gate, row),
-                                 ringRow(1));
+      e.versionOnUnitStride({tail, k, gate}, [&](ArrayRef<Value> v) {
+        Value tail = v[0], k = v[1], gate = v[2];
+        Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
+        Value batch = e.minIndex(
+            {e.dim(cache, 0),
+             arith::SubIOp::create(rewriter, loc, e.dim(iro, 0), e.idx(1)),
+             e.dim(slots, 0)});
+        Value numRequests = e.clampNumRequests(op.getNumRequests(), batch);
+        Value numSlots = e.toI64(e.dim(tail, 0));
+        e.parallelFor(numRequests, [&](Value bIdx) {
+          auto req = e.loadRequest(iro, cache, bIdx, numRows);
+          Value slot = e.loadU32(slots, bIdx);
+          e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, numSlots), [&] {
+            auto [begin, end] = e.openTail(req);
+            auto loop = scf::ForOp::create(rewriter, loc, e.toIndex(begin),
+                                           e.toIndex(end), e.idx(1));
+            OpBuilder::InsertionGuard guard(rewriter);
+            rewriter.setInsertionPoint(loop.getBody()->getTerminator());
+            Value q = e.toI64(loop.getInductionVar());
+            Value row = arith::AddIOp::create(
+                rewriter, loc, req.start,
+                arith::SubIOp::create(rewriter, loc, q, req.cached));
+            Value member =
+                e.toIndex(arith::RemUIOp::create(rewriter, loc, q, e.i64(K)));
+            auto ringRow = [&](int64_t which) {
+              return e.channelView(
+                  tail,
+                  {e.toIndex(slot), rewriter.getIndexAttr(which), member});
+            };
+            linalg::CopyOp::create(rewriter, loc, e.rowView(k, row),
+                                   ringRow(0));
+            linalg::CopyOp::create(rewriter, loc, e.rowView(gate, row),
+                                   ringRow(1));
+          });
         });
       });
-     });
     });
   }
 };
@@ -513,8 +510,8 @@ struct ConvertKPoolToLinalgPass
     populateKPoolToLinalgPatterns(patterns);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
   }
 };

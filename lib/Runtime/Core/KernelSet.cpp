@@ -106,7 +106,8 @@ namespace {
 using Key = std::tuple<int, int64_t, int64_t, int, bool, int64_t>;
 Key keyOf(const KernelConfig &c) {
   bool cpu = c.target == Target::CPU;
-  return Key{c.elementType, c.headDim,     c.kpool, static_cast<int>(c.target),
+  return Key{c.elementType,   c.headDim,
+             c.kpool,         static_cast<int>(c.target),
              cpu && c.openmp, cpu ? c.vectorSize : 0};
 }
 
@@ -284,15 +285,16 @@ Status KernelSet::seedTail(const View &tail, const View &k, const View &gate,
   Desc2 dK = Desc2::from(k), dGate = Desc2::from(gate);
   Desc1 dIro = Desc1::from(iro), dCache = Desc1::from(cache),
         dSlots = Desc1::from(slots);
-  impl->backend.seedTail(&dTail, &dK, &dGate, &dIro, &dCache, &dSlots, numRequests);
+  impl->backend.seedTail(&dTail, &dK, &dGate, &dIro, &dCache, &dSlots,
+                         numRequests);
   return Status();
 }
 
 Status KernelSet::ringClose(const View &pooled, const View &closed,
                             const View &tail, const View &k, const View &gate,
-                            const View &ape, const View &iro,
-                            const View &cache, const View &slots,
-                            int32_t numRequests, Validation validation) const {
+                            const View &ape, const View &iro, const View &cache,
+                            const View &slots, int32_t numRequests,
+                            Validation validation) const {
   const KernelConfig &c = impl->config;
   Validator v = impl->validator("ring_close");
   KPOOL_TRY(checkRing(v, c, tail, k, gate, iro, cache, slots, numRequests,
@@ -307,6 +309,6 @@ Status KernelSet::ringClose(const View &pooled, const View &closed,
         dCache = Desc1::from(cache), dSlots = Desc1::from(slots);
   Desc4 dTail = Desc4::from(tail);
   impl->backend.ringClose(&dPooled, &dClosed, &dTail, &dK, &dGate, &dApe, &dIro,
-                  &dCache, &dSlots, numRequests);
+                          &dCache, &dSlots, numRequests);
   return Status();
 }

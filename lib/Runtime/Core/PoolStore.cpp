@@ -49,16 +49,16 @@ Status PoolStore::step(const View &k, const View &gate,
   int64_t batch = static_cast<int64_t>(slotsIn.size());
   if (static_cast<int64_t>(iro.size()) != batch + 1)
     return Status::error("step: input_row_offsets must have one more entry "
-                         "than slots (" + std::to_string(batch + 1) +
-                         "), got " + std::to_string(iro.size()));
+                         "than slots (" +
+                         std::to_string(batch + 1) + "), got " +
+                         std::to_string(iro.size()));
   std::vector<uint32_t> slots(slotsIn), cache(batch), pro(batch + 1);
   for (int64_t b = 0; b < batch; ++b) {
     if (slots[b] >= maxSlots)
-      return Status::error("step: request " + std::to_string(b) +
-                           ": slot_idx[" + std::to_string(b) + "] = " +
-                           std::to_string(slots[b]) +
-                           " is not below max_slots = " +
-                           std::to_string(maxSlots));
+      return Status::error(
+          "step: request " + std::to_string(b) + ": slot_idx[" +
+          std::to_string(b) + "] = " + std::to_string(slots[b]) +
+          " is not below max_slots = " + std::to_string(maxSlots));
     cache[b] = seen[slots[b]];
   }
   View iroView = denseView(const_cast<uint32_t *>(iro.data()), {batch + 1});

@@ -81,9 +81,8 @@ Status Validator::rows(const std::vector<uint32_t> &iro, int64_t batch,
                    "] = " + std::to_string(iro[b]) + " (rows reversed)");
     if (iro[b + 1] > rows)
       return error(req + "input_row_offsets[" + std::to_string(b + 1) +
-                   "] = " + std::to_string(iro[b + 1]) +
-                   " reaches past the " + std::to_string(rows) +
-                   " rows of 'k'");
+                   "] = " + std::to_string(iro[b + 1]) + " reaches past the " +
+                   std::to_string(rows) + " rows of 'k'");
   }
   return Status();
 }
@@ -96,16 +95,16 @@ Status Validator::numRequests(int32_t numRequests, int64_t batch) {
                "] (the batch size)");
 }
 
-Status Validator::slots(const std::vector<uint32_t> &slots,
-                        int32_t numRequests, int64_t maxSlots) {
+Status Validator::slots(const std::vector<uint32_t> &slots, int32_t numRequests,
+                        int64_t maxSlots) {
   auto field = [&](int64_t b) {
     return "request " + std::to_string(b) + ": slot_idx[" + std::to_string(b) +
            "] = " + std::to_string(slots[b]);
   };
   for (int64_t b = 0; b < numRequests; ++b)
     if (slots[b] >= maxSlots)
-      return error(field(b) + " is not below max_slots = " +
-                   std::to_string(maxSlots));
+      return error(field(b) +
+                   " is not below max_slots = " + std::to_string(maxSlots));
   // Two requests in one slot would race on the ring.
   std::vector<std::pair<uint32_t, int64_t>> bySlot;
   for (int64_t b = 0; b < numRequests; ++b)
@@ -138,8 +137,8 @@ Status Validator::poolRows(const std::vector<uint32_t> &pro,
                    std::to_string(geometry.kpool) + ")");
   }
   if (batch > 0 && pro[batch] > pooledRows)
-    return error("pool_row_offsets[" + std::to_string(batch) + "] = " +
-                 std::to_string(pro[batch]) + " is past the " +
+    return error("pool_row_offsets[" + std::to_string(batch) +
+                 "] = " + std::to_string(pro[batch]) + " is past the " +
                  std::to_string(pooledRows) + " rows of 'pooled'");
   return Status();
 }

@@ -78,9 +78,9 @@ public:
     Type elt = type(value).getElementType();
     if (isSupportedElementType(elt))
       return success();
-    return op->emitOpError() << "expected '" << name
-                             << "' element type to be bf16, f16 or f32, got "
-                             << elt;
+    return op->emitOpError()
+           << "expected '" << name
+           << "' element type to be bf16, f16 or f32, got " << elt;
   }
 
   LogicalResult checkElement(Value value, StringRef name, Type expected,
@@ -98,9 +98,9 @@ public:
       return op->emitOpError() << "expected '" << name
                                << "' to have rank 1, got rank " << t.getRank();
     if (!isMetadataElementType(t.getElementType()))
-      return op->emitOpError() << "expected '" << name
-                               << "' element type to be i32 or ui32, got "
-                               << t.getElementType();
+      return op->emitOpError()
+             << "expected '" << name << "' element type to be i32 or ui32, got "
+             << t.getElementType();
     return success();
   }
 
@@ -163,10 +163,9 @@ public:
     int64_t kRows = kt.getDimSize(0), gRows = gt.getDimSize(0);
     if (!ShapedType::isDynamic(kRows) && !ShapedType::isDynamic(gRows) &&
         kRows != gRows)
-      return op->emitOpError()
-             << "expected 'gate' to have the shape of 'k' "
-             << formatShape(kt.getShape()) << ", got "
-             << formatShape(gt.getShape());
+      return op->emitOpError() << "expected 'gate' to have the shape of 'k' "
+                               << formatShape(kt.getShape()) << ", got "
+                               << formatShape(gt.getShape());
     return success();
   }
 
@@ -180,8 +179,8 @@ public:
   LogicalResult checkPositive(StringRef name, int64_t value) {
     if (value >= 1)
       return success();
-    return op->emitOpError() << "expected '" << name
-                             << "' to be at least 1, got " << value;
+    return op->emitOpError()
+           << "expected '" << name << "' to be at least 1, got " << value;
   }
 
   /// All shaped operands are tensors (value form) or all are memrefs (buffer
@@ -311,8 +310,7 @@ LogicalResult SeedTailOp::verify() {
       failed(c.checkShape(getTail(), "tail",
                           {ShapedType::kDynamic, 2, kpool, headDim},
                           "max_slots x 2 x kpool x head_dim")) ||
-      failed(c.checkElement(getTail(), "tail",
-                            c.type(getK()).getElementType(),
+      failed(c.checkElement(getTail(), "tail", c.type(getK()).getElementType(),
                             " (the element type of 'k')")))
     return failure();
   return success();
@@ -347,8 +345,7 @@ LogicalResult RingCloseOp::verify() {
       failed(c.checkShape(getTail(), "tail",
                           {ShapedType::kDynamic, 2, kpool, headDim},
                           "max_slots x 2 x kpool x head_dim")) ||
-      failed(c.checkElement(getTail(), "tail",
-                            c.type(getK()).getElementType(),
+      failed(c.checkElement(getTail(), "tail", c.type(getK()).getElementType(),
                             " (the element type of 'k')")) ||
       failed(c.checkApe(getApe(), kpool, headDim)) ||
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||

@@ -62,8 +62,7 @@ struct KPoolOpInterface
   }
 };
 
-template <typename... Ops>
-void attach(MLIRContext *ctx) {
+template <typename... Ops> void attach(MLIRContext *ctx) {
   (Ops::template attachInterface<KPoolOpInterface<Ops>>(*ctx), ...);
 }
 

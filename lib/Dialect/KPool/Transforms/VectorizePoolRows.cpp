@@ -103,11 +103,10 @@ struct KPoolVectorizePoolRowsPass
     // Transfers on unit-stride views become plain vector loads and stores;
     // the others stay for convert-vector-to-scf.
     RewritePatternSet patterns(&getContext());
-    populateMathPolynomialApproximationPatterns(
-        patterns, [](StringRef name) {
-          name.consume_front("math.");
-          return name == "exp";
-        });
+    populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {
+      name.consume_front("math.");
+      return name == "exp";
+    });
     vector::populateVectorTransferLoweringPatterns(patterns,
                                                    /*maxTransferRank=*/1);
     GreedyRewriteConfig config;

@@ -90,9 +90,9 @@ MetadataBuilder::PendingPool MetadataBuilder::pendingPool(const Request &r) {
   Value held = arith::RemUIOp::create(b, loc, r.cached, k);
   Value open =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, held, i64(0));
-  Value enough = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
-                                       r.count,
-                                       arith::SubIOp::create(b, loc, k, held));
+  Value enough =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, r.count,
+                            arith::SubIOp::create(b, loc, k, held));
   Value closes = arith::AndIOp::create(b, loc, open, enough);
   Value id = arith::DivUIOp::create(b, loc, r.cached, k);
   return {held, closes, id};
@@ -101,8 +101,8 @@ MetadataBuilder::PendingPool MetadataBuilder::pendingPool(const Request &r) {
 std::pair<Value, Value> MetadataBuilder::openTail(const Request &r) {
   Value k = i64(kpool);
   Value end = arith::AddIOp::create(b, loc, r.cached, r.count);
-  Value open = arith::MulIOp::create(
-      b, loc, arith::DivUIOp::create(b, loc, end, k), k);
+  Value open =
+      arith::MulIOp::create(b, loc, arith::DivUIOp::create(b, loc, end, k), k);
   Value begin = arith::MaxUIOp::create(b, loc, open, r.cached);
   return {begin, end};
 }

@@ -36,8 +36,8 @@ Value mlir::kpool::buildPooledChannel(OpBuilder &b, Location loc,
   // Sums in member order, one rounding to T at the end.
   Value sum, acc;
   for (size_t m = 0; m < kpool; ++m) {
-    Value e = math::ExpOp::create(
-        b, loc, arith::SubFOp::create(b, loc, z[m], maxZ));
+    Value e =
+        math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, z[m], maxZ));
     Value term = arith::MulFOp::create(b, loc, e, toF32(keys[m]));
     sum = m == 0 ? e : arith::AddFOp::create(b, loc, sum, e).getResult();
     acc = m == 0 ? term : arith::AddFOp::create(b, loc, acc, term).getResult();
@@ -64,9 +64,9 @@ void mlir::kpool::buildPoolRow(OpBuilder &b, Location loc, ValueRange keyRows,
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{}, inputs, ValueRange{outRow}, maps, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value out = buildPooledChannel(
-            nb, nloc, args.take_front(kpool), args.slice(kpool, kpool),
-            args.slice(2 * kpool, kpool), outType);
+        Value out = buildPooledChannel(nb, nloc, args.take_front(kpool),
+                                       args.slice(kpool, kpool),
+                                       args.slice(2 * kpool, kpool), outType);
         linalg::YieldOp::create(nb, nloc, out);
       });
   generic->setAttr(kPoolRowAttrName, b.getUnitAttr());

@@ -1,4 +1,5 @@
-//===- Pooling.h - the kpool pooling arithmetic ------------------*- C++ -*-===//
+//===- Pooling.h - the kpool pooling arithmetic ------------------*- C++
+//-*-===//
 //
 // The one implementation of the pooling function of spec/semantics.md. Every
 // lowering of every kpool op emits it through these builders, so a pool built
