@@ -12,11 +12,13 @@ out="$build/demo"
 mkdir -p "$out"
 "$build/bin/kpool-opt" "$root/examples/serving_step.mlir" \
   -kpool-lower-to-nvvm="format=isa" -o "$out/serving_step.nvvm.mlir"
-python3 "$root/utils/extract-ptx.py" "$out/serving_step.nvvm.mlir" -o "$out/serving_step.ptx"
-echo "   $(grep -c '^.visible .entry' "$out/serving_step.ptx") kernels in $out/serving_step.ptx"
+# One gpu.binary per launched kernel; each one's PTX is assembled alone.
+rm -rf "$out/ptx"
+python3 "$root/utils/extract-ptx.py" "$out/serving_step.nvvm.mlir" --split "$out/ptx"
+echo "   $(ls "$out/ptx" | wc -l) kernel modules, PTX in $out/ptx"
 if [ -x "$CUDA_HOME/bin/ptxas" ]; then
-  "$CUDA_HOME/bin/ptxas" -arch=sm_90 "$out/serving_step.ptx" -o "$out/serving_step.cubin"
-  echo "   ptxas -arch=sm_90: ok ($(stat -c %s "$out/serving_step.cubin") bytes of SASS)"
+  python3 "$root/utils/extract-ptx.py" "$out/serving_step.nvvm.mlir" \
+    --ptxas "$CUDA_HOME/bin/ptxas" --arch sm_90 --no-extern | sed 's/^/   /'
 else
   echo "   ptxas not found under $CUDA_HOME: skipped assembling"
 fi

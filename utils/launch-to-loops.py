@@ -31,7 +31,8 @@ import sys
 HEADER = re.compile(
     r'^(?P<indent>[ \t]*)gpu\.launch\s+'
     r'blocks\((?P<b>[^)]*)\)\s+in\s+\((?P<bs>[^)]*)\)\s+'
-    r'threads\((?P<t>[^)]*)\)\s+in\s+\((?P<ts>[^)]*)\)\s*\{\s*$')
+    r'threads\((?P<t>[^)]*)\)\s+in\s+\((?P<ts>[^)]*)\)'
+    r'(?:\s+(?:module|function)\(@[\w$.-]+\))*\s*\{\s*$')
 SIZE = re.compile(r'^\s*(%[\w$.-]+)\s*=\s*(%[\w$.-]+)\s*$')
 
 

@@ -9,13 +9,13 @@
 // gpu.launch_func, which mlir-translate turns into mgpu* runtime calls.
 
 // CHECK:       llvm.func @f(
-// CHECK:         gpu.launch_func @f_kernel::@f_kernel blocks in ({{.*}}) threads in ({{.*}}) : i64 args(
-// CHECK:         gpu.launch_func @f_kernel_0::@f_kernel
-// CHECK:         gpu.launch_func @f_kernel_1::@f_kernel
-// CHECK:         gpu.launch_func @f_kernel_2::@f_kernel
-// CHECK:         gpu.launch_func @f_kernel_3::@f_kernel
-// CHECK:         gpu.launch_func @f_kernel_4::@f_kernel
-// CHECK:         gpu.launch_func @f_kernel_5::@f_kernel
+// CHECK:         gpu.launch_func @f_kpool_ring_close::@f_kpool_ring_close blocks in ({{.*}}) threads in ({{.*}}) : i64 args(
+// CHECK:         gpu.launch_func @f_kpool_ring_close_strided::@f_kpool_ring_close_strided
+// CHECK:         gpu.launch_func @f_kpool_pool_offsets::@f_kpool_pool_offsets
+// CHECK:         gpu.launch_func @f_kpool_compress::@f_kpool_compress
+// CHECK:         gpu.launch_func @f_kpool_compress_strided::@f_kpool_compress_strided
+// CHECK:         gpu.launch_func @f_kpool_seed_tail::@f_kpool_seed_tail
+// CHECK:         gpu.launch_func @f_kpool_seed_tail_strided::@f_kpool_seed_tail_strided
 // Nothing but LLVM and gpu.launch_func is left on the host: the kernels work
 // on the caller's buffers (no gpu.alloc, no copies, no clones).
 // CHECK-NOT:     {{ (scf|memref|arith|func|bufferization)\.|gpu\.(alloc|memcpy|launch )}}
@@ -23,26 +23,26 @@
 // CHECK-NEXT:  }
 // Seven kernels: ring_close, compress and seed_tail twice (unit and general
 // innermost stride), pool_offsets once.
-// CHECK-COUNT-7: gpu.binary @f_kernel{{(_[0-9]+)?}} [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">, properties = {{.*}}, assembly = "
+// CHECK-COUNT-7: gpu.binary @f_kpool_{{[a-z_]+}} [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">, properties = {{.*}}, assembly = "
 // CHECK-NOT:   gpu.binary
 
 // The first kernel (ring_close, unit stride) as NVVM IR: 8 channels per lane,
 // so one lane per row and 256 rows per block; 16-byte vector accesses.
-// NVVM-LABEL: gpu.module @f_kernel [
+// NVVM-LABEL: gpu.module @f_kpool_ring_close [
 // NVVM:         llvm.func @__nv_expf(f32) -> f32
-// NVVM:         llvm.func @f_kernel({{.*}}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 1, 256, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 1, 256, 1>}
+// NVVM:         llvm.func @f_kpool_ring_close({{.*}}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 1, 256, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 1, 256, 1>}
 // NVVM:           nvvm.read.ptx.sreg.ctaid.x
 // NVVM:           nvvm.read.ptx.sreg.tid.y
 // NVVM:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<8xbf16>
 // NVVM:           llvm.call @__nv_expf
 // NVVM:           llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr
 // The general-stride ring_close: scalar, 8 lanes, 32 rows per block.
-// NVVM-LABEL: gpu.module @f_kernel_0 [
+// NVVM-LABEL: gpu.module @f_kpool_ring_close_strided [
 // NVVM:         nvvm.maxntid = array<i32: 8, 32, 1>
 // NVVM:           nvvm.read.ptx.sreg.tid.x
 // NVVM-NOT:       vector<
 // pool_offsets: one thread.
-// NVVM-LABEL: gpu.module @f_kernel_1 [
+// NVVM-LABEL: gpu.module @f_kpool_pool_offsets [
 // NVVM:         nvvm.maxntid = array<i32: 1, 1, 1>
 
 // The default opt level (2) is not printed.

@@ -6,10 +6,10 @@
 // approximate-exp: exp by MLIR's polynomial approximation (the CPU path's
 // arithmetic) instead of libdevice; nothing to link, nothing unresolved.
 
-// CHECK:      @compress_kernel: ptxas ok
-// CHECK-NEXT: @compress_kernel_0: ptxas ok
+// CHECK:      @compress_kpool_compress: ptxas ok
+// CHECK-NEXT: @compress_kpool_compress_strided: ptxas ok
 
-// PTX-LABEL: // ---- gpu.binary @compress_kernel
+// PTX-LABEL: // ---- gpu.binary @compress_kpool_compress
 // PTX:       ld.global.v4.b32
 // PTX-NOT:   ex2.approx
 // PTX-NOT:   .extern

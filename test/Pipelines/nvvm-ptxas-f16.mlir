@@ -9,50 +9,50 @@
 // assembled by ptxas; no call may be left unresolved (libdevice's __nv_expf
 // is linked from the CUDA toolkit).
 
-// CHECK: @f16_k4_d128_kernel: ptxas ok
-// CHECK-NEXT: @f16_k4_d128_kernel_0: ptxas ok
-// CHECK-NEXT: @f16_k4_d128_kernel_1: ptxas ok
-// CHECK-NEXT: @f16_k4_d128_kernel_2: ptxas ok
-// CHECK-NEXT: @f16_k4_d128_kernel_3: ptxas ok
-// CHECK-NEXT: @f16_k4_d128_kernel_4: ptxas ok
-// CHECK-NEXT: @f16_k4_d128_kernel_5: ptxas ok
-// CHECK-NEXT: @f16_k1_d128_kernel: ptxas ok
-// CHECK-NEXT: @f16_k1_d128_kernel_6: ptxas ok
-// CHECK-NEXT: @f16_k1_d128_kernel_7: ptxas ok
-// CHECK-NEXT: @f16_k1_d128_kernel_8: ptxas ok
-// CHECK-NEXT: @f16_k1_d128_kernel_9: ptxas ok
-// CHECK-NEXT: @f16_k1_d128_kernel_10: ptxas ok
-// CHECK-NEXT: @f16_k1_d128_kernel_11: ptxas ok
-// CHECK-NEXT: @f16_k3_d100_kernel: ptxas ok
-// CHECK-NEXT: @f16_k3_d100_kernel_12: ptxas ok
-// CHECK-NEXT: @f16_k3_d100_kernel_13: ptxas ok
-// CHECK-NEXT: @f16_k3_d100_kernel_14: ptxas ok
-// CHECK-NEXT: @f16_k3_d100_kernel_15: ptxas ok
-// CHECK-NEXT: @f16_k3_d100_kernel_16: ptxas ok
-// CHECK-NEXT: @f16_k3_d100_kernel_17: ptxas ok
-// CHECK-NEXT: @f16_k2_d7_kernel: ptxas ok
-// CHECK-NEXT: @f16_k2_d7_kernel_18: ptxas ok
-// CHECK-NEXT: @f16_k2_d7_kernel_19: ptxas ok
-// CHECK-NEXT: @f16_k2_d7_kernel_20: ptxas ok
-// CHECK-NEXT: @f16_k2_d7_kernel_21: ptxas ok
-// CHECK-NEXT: @f16_k2_d7_kernel_22: ptxas ok
-// CHECK-NEXT: @f16_k2_d7_kernel_23: ptxas ok
+// CHECK: @f16_k4_d128_kpool_ring_close: ptxas ok
+// CHECK-NEXT: @f16_k4_d128_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @f16_k4_d128_kpool_pool_offsets: ptxas ok
+// CHECK-NEXT: @f16_k4_d128_kpool_compress: ptxas ok
+// CHECK-NEXT: @f16_k4_d128_kpool_compress_strided: ptxas ok
+// CHECK-NEXT: @f16_k4_d128_kpool_seed_tail: ptxas ok
+// CHECK-NEXT: @f16_k4_d128_kpool_seed_tail_strided: ptxas ok
+// CHECK-NEXT: @f16_k1_d128_kpool_ring_close: ptxas ok
+// CHECK-NEXT: @f16_k1_d128_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @f16_k1_d128_kpool_pool_offsets: ptxas ok
+// CHECK-NEXT: @f16_k1_d128_kpool_compress: ptxas ok
+// CHECK-NEXT: @f16_k1_d128_kpool_compress_strided: ptxas ok
+// CHECK-NEXT: @f16_k1_d128_kpool_seed_tail: ptxas ok
+// CHECK-NEXT: @f16_k1_d128_kpool_seed_tail_strided: ptxas ok
+// CHECK-NEXT: @f16_k3_d100_kpool_ring_close: ptxas ok
+// CHECK-NEXT: @f16_k3_d100_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @f16_k3_d100_kpool_pool_offsets: ptxas ok
+// CHECK-NEXT: @f16_k3_d100_kpool_compress: ptxas ok
+// CHECK-NEXT: @f16_k3_d100_kpool_compress_strided: ptxas ok
+// CHECK-NEXT: @f16_k3_d100_kpool_seed_tail: ptxas ok
+// CHECK-NEXT: @f16_k3_d100_kpool_seed_tail_strided: ptxas ok
+// CHECK-NEXT: @f16_k2_d7_kpool_ring_close: ptxas ok
+// CHECK-NEXT: @f16_k2_d7_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @f16_k2_d7_kpool_pool_offsets: ptxas ok
+// CHECK-NEXT: @f16_k2_d7_kpool_compress: ptxas ok
+// CHECK-NEXT: @f16_k2_d7_kpool_compress_strided: ptxas ok
+// CHECK-NEXT: @f16_k2_d7_kpool_seed_tail: ptxas ok
+// CHECK-NEXT: @f16_k2_d7_kpool_seed_tail_strided: ptxas ok
 // CHECK-NOT: ptxas
 
 // The compress kernels: 16-byte loads and stores of 8 f16 channels (and
 // of 4 f32 ape channels) for head_dim 128, 8-byte ones (4 channels) for
 // head_dim 100, scalar for head_dim 7; exp from libdevice.
-// PTX-LABEL: // ---- gpu.binary @f16_k4_d128_kernel_2
+// PTX-LABEL: // ---- gpu.binary @f16_k4_d128_kpool_compress
 // PTX:       .target sm_90
 // PTX:       ld.global.v4.b32
 // PTX:       ex2.approx
 // PTX:       st.global.v4.b32
-// PTX-LABEL: // ---- gpu.binary @f16_k3_d100_kernel_14
+// PTX-LABEL: // ---- gpu.binary @f16_k3_d100_kpool_compress
 // PTX:       ld.global.v4.b16
 // PTX:       st.global.v2.b32
-// PTX-LABEL: // ---- gpu.binary @f16_k2_d7_kernel_20
+// PTX-LABEL: // ---- gpu.binary @f16_k2_d7_kpool_compress
 // PTX-NOT:   ld.global.v
-// PTX:       // ---- gpu.binary @f16_k2_d7_kernel_21
+// PTX:       // ---- gpu.binary @f16_k2_d7_kpool_compress_strided
 
 
 func.func @f16_k4_d128(%k: tensor<?x128xf16>, %g: tensor<?x128xf16>, %ape: tensor<4x128xf32>,

@@ -16,6 +16,8 @@
 
 #include "kpool/Conversion/Passes.h"
 
+#include "kpool/Conversion/KPoolToLinalg/KPoolToLinalg.h"
+
 #include "kpool/Dialect/KPool/Utils/Pooling.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -30,6 +32,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/Transforms/LoweringPatterns.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/MathExtras.h"
@@ -307,6 +310,13 @@ struct KPoolMapToGPUPass
     rewriter.setInsertionPoint(some.thenBlock()->getTerminator());
     auto launch = gpu::LaunchOp::create(rewriter, loc, blocks, one, one, lanesV,
                                         rowsV, one);
+    // Outlining names the kernel after the function and the loop's tag
+    // (serving_step_kpool_compress, ...).
+    auto func = loop->getParentOfType<FunctionOpInterface>();
+    if (auto name = loop->getAttrOfType<StringAttr>(kKernelNameAttrName);
+        name && func)
+      launch.setFunctionAttr(FlatSymbolRefAttr::get(
+          rewriter.getStringAttr(func.getName() + "_" + name.getValue())));
     Block &body = launch.getBody().front();
     rewriter.setInsertionPointToEnd(&body);
     gpu::TerminatorOp::create(rewriter, loc);

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 namespace mlir::kpool {
 #define GEN_PASS_DEF_CONVERTKPOOLTOLINALGPASS
@@ -35,9 +36,10 @@ namespace {
 /// Emission helpers shared by the four lowerings.
 class Emitter : public MetadataBuilder {
 public:
-  Emitter(OpBuilder &b, Location loc, int64_t kpool, int64_t headDim)
+  Emitter(OpBuilder &b, Location loc, int64_t kpool, int64_t headDim,
+          StringRef kernelName)
       : MetadataBuilder(b, loc, kpool), b(b), loc(loc), kpool(kpool),
-        headDim(headDim) {}
+        headDim(headDim), kernelName(kernelName) {}
 
   Value dim(Value memref, int64_t d) {
     return memref::DimOp::create(b, loc, memref, d);
@@ -132,7 +134,11 @@ public:
             unitOperands[i] = memref::CastOp::create(b, loc, type, memrefs[i]);
           fn(unitOperands);
         },
-        [&] { fn(memrefs); });
+        [&] {
+          // The general-stride copy of the op's loops is a kernel of its own.
+          llvm::SaveAndRestore<bool> general(generalStrides, true);
+          fn(memrefs);
+        });
   }
 
   /// Row `row` (i64) of a 2-D memref.
@@ -181,9 +187,14 @@ public:
   }
 
   /// `scf.parallel` over `[0, ub)`; `fn` gets the index induction variable.
+  /// The loop is tagged with the kernel it becomes (`kKernelNameAttrName`):
+  /// the op's name, with `_strided` for the general-stride copy.
   void parallelFor(Value ub, function_ref<void(Value)> fn) {
     auto par = scf::ParallelOp::create(b, loc, ValueRange{idx(0)},
                                        ValueRange{ub}, ValueRange{idx(1)});
+    par->setAttr(kKernelNameAttrName,
+                 b.getStringAttr("kpool_" + kernelName +
+                                 (generalStrides ? "_strided" : "")));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(par.getBody());
     fn(par.getInductionVars()[0]);
@@ -209,6 +220,8 @@ public:
   Location loc;
   int64_t kpool;
   int64_t headDim;
+  std::string kernelName;
+  bool generalStrides = false;
 };
 
 /// Base pattern: only the buffer form is lowered here.
@@ -232,7 +245,7 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
 
   void lower(CompressOp op, PatternRewriter &rewriter) const override {
     int64_t K = op.getKpool(), D = op.getHeadDim();
-    Emitter e(rewriter, op.getLoc(), K, D);
+    Emitter e(rewriter, op.getLoc(), K, D, op->getName().stripDialect().str());
     Value k = op.getK(), gate = op.getGate(), ape = op.getApe();
     Value pooled = op.getPooled();
     Value iro = e.signless(op.getInputRowOffsets());
@@ -288,7 +301,7 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
 
   void lower(RingCloseOp op, PatternRewriter &rewriter) const override {
     int64_t K = op.getKpool(), D = op.getHeadDim();
-    Emitter e(rewriter, op.getLoc(), K, D);
+    Emitter e(rewriter, op.getLoc(), K, D, op->getName().stripDialect().str());
     Location loc = op.getLoc();
     Value tail = op.getTail(), k = op.getK(), gate = op.getGate();
     Value ape = op.getApe(), pooled = op.getPooled();
@@ -398,7 +411,7 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
 
   void lower(SeedTailOp op, PatternRewriter &rewriter) const override {
     int64_t K = op.getKpool(), D = op.getHeadDim();
-    Emitter e(rewriter, op.getLoc(), K, D);
+    Emitter e(rewriter, op.getLoc(), K, D, op->getName().stripDialect().str());
     Location loc = op.getLoc();
     Value tail = op.getTail(), k = op.getK(), gate = op.getGate();
     Value iro = e.signless(op.getInputRowOffsets());
@@ -451,7 +464,8 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
   using KPoolLowering::KPoolLowering;
 
   void lower(PoolOffsetsOp op, PatternRewriter &rewriter) const override {
-    Emitter e(rewriter, op.getLoc(), op.getKpool(), /*headDim=*/1);
+    Emitter e(rewriter, op.getLoc(), op.getKpool(), /*headDim=*/1,
+              op->getName().stripDialect().str());
     Location loc = op.getLoc();
     Value iro = e.signless(op.getInputRowOffsets());
     Value cache = e.signless(op.getCacheLengths());

@@ -16,7 +16,7 @@
 // CHECK:       %[[GRID:.*]] = arith.ceildivui %[[ROWS:.*]], %c16 : index
 // CHECK:       %[[ANY:.*]] = arith.cmpi ugt, %[[ROWS]], %c0 : index
 // CHECK:       scf.if %[[ANY]] {
-// CHECK-NEXT:    gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[GRID]], %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %[[TY:.*]], %{{.*}}) in (%{{.*}} = %c16, %{{.*}} = %c16, %{{.*}} = %c1) {
+// CHECK-NEXT:    gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[GRID]], %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %[[TY:.*]], %{{.*}}) in (%{{.*}} = %c16, %{{.*}} = %c16, %{{.*}} = %c1) function(@compress_bf16_kpool_compress) {
 // CHECK-NEXT:      %[[R0:.*]] = arith.muli %[[BX]], %c16 : index
 // CHECK-NEXT:      %[[ROW:.*]] = arith.addi %[[R0]], %[[TY]] : index
 // CHECK-NEXT:      %[[IN:.*]] = arith.cmpi ult, %[[ROW]], %[[ROWS]] : index
@@ -42,7 +42,7 @@
 // CHECK:                 memref.store %{{.*}} : memref<128xbf16, strided<[1], offset: ?>>
 // CHECK:             gpu.terminator
 // The general version: scalar, 32 lanes (a warp) per row, 8 rows per block.
-// CHECK:       gpu.launch {{.*}} threads(%[[TX2:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c8, %{{.*}} = %c1) {
+// CHECK:       gpu.launch {{.*}} threads(%[[TX2:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c8, %{{.*}} = %c1) function(@compress_bf16_kpool_compress_strided) {
 // CHECK-NOT:     vector.load
 // CHECK:         scf.for %{{.*}} = %[[TX2]] to %c128 step %c32 {
 // CHECK:           memref.store %{{.*}} : memref<128xbf16, strided<[?], offset: ?>>
@@ -52,11 +52,11 @@
 
 // OPT-LABEL: func.func @compress_bf16
 // 8 bytes: 4 channels per lane, 32 lanes, 2 rows per 64-thread block.
-// OPT:         gpu.launch {{.*}} threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c2, %{{.*}} = %c1) {
+// OPT:         gpu.launch {{.*}} threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c2, %{{.*}} = %c1) function(@{{[a-z0-9_]+}}) {
 // OPT:           vector.load %{{.*}} {alignment = 8 : i64} : memref<4xbf16, strided<[1], offset: ?>>, vector<4xbf16>
 // OPT:           vector.load %{{.*}} {alignment = 16 : i64} : memref<4xf32, strided<[1], offset: ?>>, vector<4xf32>
 // OPT:           vector.store %{{.*}} {alignment = 8 : i64} : memref<4xbf16, strided<[1], offset: ?>>, vector<4xbf16>
-// OPT:         gpu.launch {{.*}} threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c2, %{{.*}} = %c1) {
+// OPT:         gpu.launch {{.*}} threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c2, %{{.*}} = %c1) function(@{{[a-z0-9_]+}}) {
 func.func @compress_bf16(%k: !kv, %g: !kv, %ape: !ape, %iro: !meta,
                          %pro: !meta, %cache: !meta, %out: !kv) {
   kpool.compress kpool(4) head_dim(128)
@@ -67,7 +67,7 @@ func.func @compress_bf16(%k: !kv, %g: !kv, %ape: !ape, %iro: !meta,
 }
 
 // CHECK-LABEL: func.func @ring_close_bf16
-// CHECK:       gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c16, %{{.*}} = %c16, %{{.*}} = %c1) {
+// CHECK:       gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c16, %{{.*}} = %c16, %{{.*}} = %c1) function(@{{[a-z0-9_]+}}) {
 // closed_pool is stored by lane 0 of the row only.
 // CHECK:         %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0 : index
 // CHECK-NEXT:    scf.if %[[FIRST]] {
@@ -97,7 +97,7 @@ func.func @ring_close_bf16(%tail: memref<?x2x4x128xbf16, strided<[?, ?, ?, ?], o
 // Dense operands: one version, no stride check. Each request copies its
 // trailing rows with all its lanes.
 // CHECK-LABEL: func.func @seed_tail_dense
-// CHECK:       gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c16, %{{.*}} = %c16, %{{.*}} = %c1) {
+// CHECK:       gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c16, %{{.*}} = %c16, %{{.*}} = %c1) function(@{{[a-z0-9_]+}}) {
 // CHECK:         scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c1 {
 // CHECK:           %[[LB:.*]] = arith.muli %[[TX]], %c8 : index
 // CHECK:           scf.for %{{.*}} = %[[LB]] to %c128 step %c128 {
@@ -122,7 +122,7 @@ func.func @seed_tail_dense(%tail: memref<?x2x4x128xbf16>, %k: memref<?x128xbf16>
 
 // The sequential scan runs on one thread of one block.
 // CHECK-LABEL: func.func @pool_offsets
-// CHECK:       gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c1) {
+// CHECK:       gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c1) function(@{{[a-z0-9_]+}}) {
 // CHECK:         scf.for
 // CHECK:           memref.store
 // CHECK:         gpu.terminator
@@ -137,7 +137,7 @@ func.func @pool_offsets(%iro: memref<?xi32>, %cache: memref<?xi32>,
 
 // f32: 4 channels (16 bytes) per lane, a warp per row, 8 rows per block.
 // CHECK-LABEL: func.func @compress_f32
-// CHECK:       gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c8, %{{.*}} = %c1) {
+// CHECK:       gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c8, %{{.*}} = %c1) function(@{{[a-z0-9_]+}}) {
 // CHECK:         scf.for %{{.*}} = %{{.*}} to %c128 step %c128 {
 // CHECK-COUNT-12:  vector.load %{{.*}} {alignment = 16 : i64} : memref<4xf32, strided<[1], offset: ?>>, vector<4xf32>
 // CHECK:           vector.store %{{.*}} {alignment = 16 : i64} : memref<4xf32, strided<[1], offset: ?>>, vector<4xf32>
@@ -156,7 +156,7 @@ func.func @compress_f32(%k: memref<?x128xf32>, %g: memref<?x128xf32>,
 // head_dim 100 (not a multiple of 8): 4 channels (8 bytes) per lane, 25
 // lanes, 10 rows per block.
 // CHECK-LABEL: func.func @compress_f16_d100
-// CHECK:       gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c25, %{{.*}} = %c10, %{{.*}} = %c1) {
+// CHECK:       gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c25, %{{.*}} = %c10, %{{.*}} = %c1) function(@{{[a-z0-9_]+}}) {
 // CHECK:         arith.andi %{{.*}}, %c7 : index
 // CHECK:         %[[LB:.*]] = arith.muli %[[TX]], %c4 : index
 // CHECK:         scf.for %{{.*}} = %[[LB]] to %c100 step %c100 {
@@ -178,7 +178,7 @@ func.func @compress_f16_d100(%k: memref<?x100xf16>, %g: memref<?x100xf16>,
 
 // head_dim 7: no vector width divides it; scalar, 7 lanes, 36 rows.
 // CHECK-LABEL: func.func @compress_bf16_d7
-// CHECK:       gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c7, %{{.*}} = %c36, %{{.*}} = %c1) {
+// CHECK:       gpu.launch {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c7, %{{.*}} = %c36, %{{.*}} = %c1) function(@{{[a-z0-9_]+}}) {
 // CHECK-NOT:     vector.
 // CHECK:         scf.for %{{.*}} = %[[TX]] to %c7 step %c7 {
 // CHECK-NOT:     vector.
