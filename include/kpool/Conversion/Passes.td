@@ -34,7 +34,9 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
     op a no-op instead of an out-of-bounds access.
 
     Pooled rows are tagged `kpool.pool_row` for the vectorization and GPU
-    mapping passes.
+    mapping passes, and each op's top-level `scf.parallel` carries
+    `kpool.kernel = "kpool_<op>"` (`kpool_<op>_strided` for the copy that
+    handles non-unit innermost strides), after which GPU kernels are named.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
