@@ -41,34 +41,6 @@ struct Request {
   int64_t length;
 };
 
-uint32_t loadBits(ElementType type, const uint8_t *p) {
-  if (type == KPOOL_F32) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
-void storeBits(ElementType type, uint8_t *p, uint32_t bits) {
-  if (type == KPOOL_F32)
-    std::memcpy(p, &bits, 4);
-  else {
-    uint16_t v = static_cast<uint16_t>(bits);
-    std::memcpy(p, &v, 2);
-  }
-}
-
-/// One unit in the last place of `type` at the magnitude of `x`.
-double ulpOf(ElementType type, double x) {
-  int mantissa = type == KPOOL_F32 ? 23 : type == KPOOL_F16 ? 10 : 7;
-  int minExponent = type == KPOOL_F16 ? -14 : -126;
-  int exponent = x == 0 ? minExponent : std::max(std::ilogb(x), minExponent);
-  return std::ldexp(1.0, exponent - mantissa);
-}
-
 int usage(const char *argv0) {
   std::fprintf(stderr,
                "usage: %s [--type bf16|f16|f32] [--head-dim N] [--kpool N] "
@@ -144,10 +116,11 @@ int main(int argc, char **argv) {
     req.keys.resize(req.length * D * esize);
     req.gates.resize(req.length * D * esize);
     for (int64_t i = 0; i < req.length * D; ++i) {
-      storeBits(opt.type, &req.keys[i * esize],
-                reference::roundToBits(opt.type, keyDist(rng)));
-      storeBits(opt.type, &req.gates[i * esize],
-                reference::roundToBits(opt.type, gateDist(rng)));
+      reference::setElementBits(opt.type, &req.keys[i * esize],
+                                reference::roundToBits(opt.type, keyDist(rng)));
+      reference::setElementBits(
+          opt.type, &req.gates[i * esize],
+          reference::roundToBits(opt.type, gateDist(rng)));
     }
     requests.push_back(std::move(req));
   }
@@ -266,15 +239,18 @@ int main(int argc, char **argv) {
         double scale = 0;
         for (int64_t m = 0; m < K; ++m)
           scale = std::max<double>(
-              scale, std::fabs(reference::fromBits(
-                         opt.type,
-                         loadBits(opt.type,
-                                  &req.keys[((p * K + m) * D + d) * esize]))));
-        double a =
-            reference::fromBits(opt.type, loadBits(opt.type, got + d * esize));
+              scale,
+              std::fabs(reference::fromBits(
+                  opt.type,
+                  reference::elementBits(
+                      opt.type, &req.keys[((p * K + m) * D + d) * esize]))));
+        double a = reference::fromBits(
+            opt.type, reference::elementBits(opt.type, got + d * esize));
         double b = reference::fromBits(
-            opt.type, loadBits(opt.type, &ref[(p * D + d) * esize]));
-        maxUlp = std::max(maxUlp, std::fabs(a - b) / ulpOf(opt.type, scale));
+            opt.type,
+            reference::elementBits(opt.type, &ref[(p * D + d) * esize]));
+        maxUlp = std::max(maxUlp,
+                          std::fabs(a - b) / reference::ulpOf(opt.type, scale));
       }
       ++checked;
       if (!same) {
@@ -286,9 +262,9 @@ int main(int argc, char **argv) {
       if (opt.verbose && p < 2) {
         std::printf("  slot %u pool %lld:", req.slot, (long long)p);
         for (int64_t d = 0; d < std::min<int64_t>(D, 6); ++d)
-          std::printf(" %.5g",
-                      reference::fromBits(opt.type,
-                                          loadBits(opt.type, got + d * esize)));
+          std::printf(" %.5g", reference::fromBits(
+                                   opt.type, reference::elementBits(
+                                                 opt.type, got + d * esize)));
         std::printf(" ...\n");
       }
     }

@@ -134,17 +134,6 @@ const std::string &gpu::deviceDescription() { return description(); }
 // Elements
 //===----------------------------------------------------------------------===//
 
-uint32_t gpu::loadBits(ElementType type, const void *p) {
-  if (type == KPOOL_F32) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
 double gpu::loadValue(ElementType type, const void *p) {
   return reference::fromBits(type, loadBits(type, p));
 }
@@ -159,13 +148,6 @@ std::vector<uint8_t> gpu::randomElements(ElementType type, int64_t n,
     std::memcpy(&v[i * es], &bits, es);
   }
   return v;
-}
-
-double gpu::ulpOf(ElementType type, double x) {
-  int mantissa = type == KPOOL_F32 ? 23 : type == KPOOL_F16 ? 10 : 7;
-  int minExponent = type == KPOOL_F16 ? -14 : -126;
-  int exponent = x == 0 ? minExponent : std::max(std::ilogb(x), minExponent);
-  return std::ldexp(1.0, exponent - mantissa);
 }
 
 double gpu::toleranceUlp(ElementType type) {

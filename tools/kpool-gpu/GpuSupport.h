@@ -59,14 +59,15 @@ KernelBackend onEmulatedDevice(const KernelConfig &config, KernelBackend cpu);
 const std::string &deviceDescription();
 
 /// Raw bits of one element of `type` at `p` (uint16 for bf16/f16).
-uint32_t loadBits(ElementType type, const void *p);
+inline uint32_t loadBits(ElementType type, const void *p) {
+  return reference::elementBits(type, p);
+}
+using reference::ulpOf;
 /// The element at `p` as a double.
 double loadValue(ElementType type, const void *p);
 /// `n` elements of `type`, each T(normal(0, sigma)), as raw bytes.
 std::vector<uint8_t> randomElements(ElementType type, int64_t n,
                                     std::mt19937 &rng, float sigma);
-/// One unit in the last place of `type` at the magnitude of `x`.
-double ulpOf(ElementType type, double x);
 
 /// The tolerance of a GPU pooled key against the reference, in ulp of the
 /// largest member key of its channel: the GPU's exp is libdevice's

@@ -114,15 +114,15 @@ bool tailOk(const Geometry &g, const KPoolView &v) {
 
 /// The K members of one pool, per channel, as f32.
 struct Members {
-  std::vector<const KPoolView *> keyView, gateView; // per member
+  std::vector<const KPoolView *> keyView, gateView;  // per member
   std::vector<std::vector<int64_t>> keyIdx, gateIdx; // leading indices
 };
 
 float loadMember(const KPoolView &v, int64_t esize, KPoolElementType type,
                  const std::vector<int64_t> &lead, int64_t d) {
-  uint32_t bits = lead.size() == 1 ? loadBits(v, esize, {lead[0], d})
-                                   : loadBits(v, esize, {lead[0], lead[1],
-                                                         lead[2], d});
+  uint32_t bits = lead.size() == 1
+                      ? loadBits(v, esize, {lead[0], d})
+                      : loadBits(v, esize, {lead[0], lead[1], lead[2], d});
   return fromBits(type, bits);
 }
 
@@ -134,8 +134,7 @@ void poolInto(const Geometry &g, const Members &mem, const KPoolView &ape,
   for (int64_t d = 0; d < g.headDim; ++d) {
     for (int64_t m = 0; m < g.kpool; ++m) {
       keys[m] = loadMember(*mem.keyView[m], esize, g.type, mem.keyIdx[m], d);
-      gates[m] =
-          loadMember(*mem.gateView[m], esize, g.type, mem.gateIdx[m], d);
+      gates[m] = loadMember(*mem.gateView[m], esize, g.type, mem.gateIdx[m], d);
       apes[m] = loadF32(ape, {m, d});
     }
     float out = poolChannel(g.kpool, keys.data(), gates.data(), apes.data());
@@ -213,14 +212,11 @@ PoolRange kpool::reference::poolRange(int64_t kpool, int64_t cached,
 void kpool::reference::compress(const Geometry &g, const KPoolView &pooled,
                                 const KPoolView &k, const KPoolView &gate,
                                 const KPoolView &ape, const KPoolView &iro,
-                                const KPoolView &pro,
-                                const KPoolView &cache) {
-  if (!keysOk(g, k) || !keysOk(g, gate) || !apeOk(g, ape) ||
-      !keysOk(g, pooled))
+                                const KPoolView &pro, const KPoolView &cache) {
+  if (!keysOk(g, k) || !keysOk(g, gate) || !apeOk(g, ape) || !keysOk(g, pooled))
     return;
   int64_t numRows = std::min(k.sizes[0], gate.sizes[0]);
-  int64_t batch =
-      batchOf({cache.sizes[0], iro.sizes[0] - 1, pro.sizes[0] - 1});
+  int64_t batch = batchOf({cache.sizes[0], iro.sizes[0] - 1, pro.sizes[0] - 1});
   int64_t pooledRows = pooled.sizes[0];
   for (int64_t b = 0; b < batch; ++b) {
     Request r = loadRequest(iro, cache, b, numRows);
@@ -246,14 +242,12 @@ void kpool::reference::compress(const Geometry &g, const KPoolView &pooled,
 void kpool::reference::seedTail(const Geometry &g, const KPoolView &tail,
                                 const KPoolView &k, const KPoolView &gate,
                                 const KPoolView &iro, const KPoolView &cache,
-                                const KPoolView &slotIdx,
-                                int32_t numRequests) {
+                                const KPoolView &slotIdx, int32_t numRequests) {
   if (!keysOk(g, k) || !keysOk(g, gate) || !tailOk(g, tail))
     return;
   int64_t esize = elementSize(g.type);
   int64_t numRows = std::min(k.sizes[0], gate.sizes[0]);
-  int64_t batch =
-      batchOf({cache.sizes[0], iro.sizes[0] - 1, slotIdx.sizes[0]});
+  int64_t batch = batchOf({cache.sizes[0], iro.sizes[0] - 1, slotIdx.sizes[0]});
   int64_t requests = std::min<int64_t>(clampMin0(numRequests), batch);
   int64_t maxSlots = tail.sizes[0];
   for (int64_t b = 0; b < requests; ++b) {
@@ -276,19 +270,18 @@ void kpool::reference::seedTail(const Geometry &g, const KPoolView &tail,
 }
 
 void kpool::reference::ringClose(const Geometry &g, const KPoolView &pooled,
-                                 const KPoolView &closed,
-                                 const KPoolView &tail, const KPoolView &k,
-                                 const KPoolView &gate, const KPoolView &ape,
-                                 const KPoolView &iro, const KPoolView &cache,
+                                 const KPoolView &closed, const KPoolView &tail,
+                                 const KPoolView &k, const KPoolView &gate,
+                                 const KPoolView &ape, const KPoolView &iro,
+                                 const KPoolView &cache,
                                  const KPoolView &slotIdx,
                                  int32_t numRequests) {
-  if (!keysOk(g, k) || !keysOk(g, gate) || !apeOk(g, ape) ||
-      !tailOk(g, tail) || !keysOk(g, pooled))
+  if (!keysOk(g, k) || !keysOk(g, gate) || !apeOk(g, ape) || !tailOk(g, tail) ||
+      !keysOk(g, pooled))
     return;
   int64_t esize = elementSize(g.type);
   int64_t numRows = std::min(k.sizes[0], gate.sizes[0]);
-  int64_t batch =
-      batchOf({cache.sizes[0], iro.sizes[0] - 1, slotIdx.sizes[0]});
+  int64_t batch = batchOf({cache.sizes[0], iro.sizes[0] - 1, slotIdx.sizes[0]});
   int64_t requests = std::min<int64_t>(clampMin0(numRequests), batch);
   int64_t maxSlots = tail.sizes[0];
   int64_t pooledRows = pooled.sizes[0], closedRows = closed.sizes[0];
@@ -348,4 +341,32 @@ void kpool::reference::poolOffsets(const Geometry &g, const KPoolView &pro,
   }
   if (batch < length)
     storeU32(pro, batch, uint32_t(acc));
+}
+
+uint32_t kpool::reference::elementBits(KPoolElementType type, const void *p) {
+  if (type == KPOOL_F32) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+void kpool::reference::setElementBits(KPoolElementType type, void *p,
+                                      uint32_t bits) {
+  if (type == KPOOL_F32) {
+    std::memcpy(p, &bits, 4);
+    return;
+  }
+  uint16_t v = static_cast<uint16_t>(bits);
+  std::memcpy(p, &v, 2);
+}
+
+double kpool::reference::ulpOf(KPoolElementType type, double x) {
+  int mantissa = type == KPOOL_F32 ? 23 : type == KPOOL_F16 ? 10 : 7;
+  int minExponent = type == KPOOL_F16 ? -14 : -126;
+  int exponent = x == 0 ? minExponent : std::max(std::ilogb(x), minExponent);
+  return std::ldexp(1.0, exponent - mantissa);
 }

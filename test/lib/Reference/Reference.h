@@ -56,6 +56,15 @@ uint32_t roundToBits(KPoolElementType type, float x);
 /// f32(x) of raw bits of `type`.
 float fromBits(KPoolElementType type, uint32_t bits);
 
+/// Raw bits of the element of `type` at `p` (uint16 for bf16/f16).
+uint32_t elementBits(KPoolElementType type, const void *p);
+/// Stores raw bits of `type` at `p`.
+void setElementBits(KPoolElementType type, void *p, uint32_t bits);
+/// One unit in the last place of `type` at the magnitude of `x`: the unit
+/// tests and tools measure kernel-vs-reference errors in (ulp of the
+/// largest member key of a pool's channel).
+double ulpOf(KPoolElementType type, double x);
+
 /// The spec's pooling function for one channel, before the final rounding:
 /// z_m = g_m + ape_m, M = max z, e_m = exp(z_m - M), Z and A summed in member
 /// order, returns A / Z (f32). `keys`, `gates`, `apes` hold `kpool` values.
@@ -65,8 +74,8 @@ float poolChannel(int64_t kpool, const float *keys, const float *gates,
 /// kpool.compress.
 void compress(const Geometry &g, const KPoolView &pooled, const KPoolView &k,
               const KPoolView &gate, const KPoolView &ape,
-              const KPoolView &inputRowOffsets,
-              const KPoolView &poolRowOffsets, const KPoolView &cacheLengths);
+              const KPoolView &inputRowOffsets, const KPoolView &poolRowOffsets,
+              const KPoolView &cacheLengths);
 
 /// kpool.seed_tail.
 void seedTail(const Geometry &g, const KPoolView &tail, const KPoolView &k,
