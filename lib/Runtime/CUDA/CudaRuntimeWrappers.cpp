@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -195,6 +196,17 @@ size_t spanBytes(int64_t rank, const DescriptorView &view, int64_t eltBytes) {
 
 } // namespace
 
+namespace {
+// The lowered host code creates, synchronizes and destroys a stream around
+// every kernel call. Creating and destroying CUDA streams costs microseconds
+// each, a large part of a decode step, so destroyed streams are kept (a few
+// per context) and handed out again: a reused stream only orders new work
+// after work already finished.
+std::mutex streamMutex;
+std::map<CUcontext, std::vector<CUstream>> idleStreams;
+constexpr size_t kMaxIdleStreams = 8;
+} // namespace
+
 extern "C" {
 
 //===----------------------------------------------------------------------===//
@@ -284,6 +296,15 @@ KPOOL_CUDA_EXPORT void mgpuLaunchKernel(CUfunction function, intptr_t gridX,
 
 KPOOL_CUDA_EXPORT CUstream mgpuStreamCreate() {
   KPOOL_CUDA_CONTEXT();
+  {
+    std::lock_guard<std::mutex> lock(streamMutex);
+    std::vector<CUstream> &idle = idleStreams[primaryContext(__func__)];
+    if (!idle.empty()) {
+      CUstream stream = idle.back();
+      idle.pop_back();
+      return stream;
+    }
+  }
   CUstream stream = nullptr;
   KPOOL_CUDA_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   return stream;
@@ -291,6 +312,15 @@ KPOOL_CUDA_EXPORT CUstream mgpuStreamCreate() {
 
 KPOOL_CUDA_EXPORT void mgpuStreamDestroy(CUstream stream) {
   KPOOL_CUDA_CONTEXT();
+  CUcontext owner = nullptr;
+  if (stream && cuStreamGetCtx(stream, &owner) == CUDA_SUCCESS) {
+    std::lock_guard<std::mutex> lock(streamMutex);
+    std::vector<CUstream> &idle = idleStreams[owner];
+    if (idle.size() < kMaxIdleStreams) {
+      idle.push_back(stream);
+      return;
+    }
+  }
   KPOOL_CUDA_REPORT(cuStreamDestroy(stream));
 }
 
