@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Measure.h"
 #include "Reference/Reference.h"
 #include "kpool/Runtime/Runtime.h"
 
@@ -24,38 +25,9 @@
 #include <vector>
 
 using namespace kpool;
+using kpool::bench::measure;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds(const std::function<void()> &fn) {
-  auto start = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-/// Median seconds of each candidate over `rounds` interleaved rounds, each
-/// round running every candidate `reps` times.
-std::vector<double> measure(const std::vector<std::function<void()>> &fns,
-                            int rounds, int reps) {
-  std::vector<std::vector<double>> samples(fns.size());
-  for (auto &fn : fns)
-    fn(); // warm up: page in buffers, compile
-  for (int r = 0; r < rounds; ++r)
-    for (size_t i = 0; i < fns.size(); ++i)
-      samples[i].push_back(seconds([&] {
-                             for (int j = 0; j < reps; ++j)
-                               fns[i]();
-                           }) /
-                           reps);
-  std::vector<double> medians;
-  for (auto &s : samples) {
-    std::sort(s.begin(), s.end());
-    medians.push_back(s[s.size() / 2]);
-  }
-  return medians;
-}
 
 void die(const Status &s) {
   if (s.ok())

@@ -33,6 +33,7 @@
 #endif
 
 #include "GpuSupport.h"
+#include "Measure.h"
 
 #include <algorithm>
 #include <chrono>
@@ -45,34 +46,10 @@
 #include <vector>
 
 using namespace kpool;
+using kpool::bench::measure;
 using namespace kpool::gpu;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-/// Median seconds per call of each candidate over `rounds` interleaved
-/// rounds, each round running every candidate `reps` times.
-std::vector<double> measure(const std::vector<std::function<void()>> &fns,
-                            int rounds, int reps) {
-  std::vector<std::vector<double>> samples(fns.size());
-  for (auto &fn : fns)
-    fn(); // warm up
-  for (int r = 0; r < rounds; ++r)
-    for (size_t i = 0; i < fns.size(); ++i) {
-      auto start = Clock::now();
-      for (int j = 0; j < reps; ++j)
-        fns[i]();
-      samples[i].push_back(
-          std::chrono::duration<double>(Clock::now() - start).count() / reps);
-    }
-  std::vector<double> medians;
-  for (auto &s : samples) {
-    std::sort(s.begin(), s.end());
-    medians.push_back(s[s.size() / 2]);
-  }
-  return medians;
-}
 
 void die(const Status &s) {
   if (s.ok())
