@@ -49,7 +49,8 @@ OwningOpRef<ModuleOp> mlir::kpool::buildKernelModule(MLIRContext &ctx,
   Type keys = strided({dyn, headDim}, elt);
   Type ape = strided({kpool, headDim}, b.getF32Type());
   Type meta = strided({dyn}, b.getI32Type());
-  Type tail = strided({dyn, 2, kpool, headDim}, elt);
+  // The ring window R >= kpool is dynamic: one kernel serves every window.
+  Type tail = strided({dyn, 2, dyn, headDim}, elt);
   Type i32 = b.getI32Type();
   IntegerAttr kAttr = b.getI64IntegerAttr(kpool);
   IntegerAttr dAttr = b.getI64IntegerAttr(headDim);

@@ -135,11 +135,12 @@ def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
 
 def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
               num_requests=None):
-    """kpool.seed_tail: updates ``tail`` ``[S, 2, K, D]`` in place; returns
-    it."""
+    """kpool.seed_tail: updates ``tail`` ``[S, 2, R, D]`` in place (``R``
+    the ring window); returns it. Each request's last ``R`` positions that
+    this call brings go to ring rows ``q mod R``."""
     k = np.asarray(k)
     gate = np.asarray(gate)
-    kpool = tail.shape[2]
+    window = tail.shape[2]
     iro = _u32(input_row_offsets)
     cache = _u32(cache_lengths)
     slots = _u32(slot_idx)
@@ -153,10 +154,9 @@ def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
             continue
         c = cache[b]
         end = c + n
-        open_ = (end // kpool) * kpool
-        for q in range(max(open_, c), end):
-            tail[slot, 0, q % kpool] = k[s + q - c]
-            tail[slot, 1, q % kpool] = gate[s + q - c]
+        for q in range(max(end - window, c), end):
+            tail[slot, 0, q % window] = k[s + q - c]
+            tail[slot, 1, q % window] = gate[s + q - c]
     return tail
 
 
@@ -182,8 +182,10 @@ def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
         held = c % kpool
         if held == 0 or n < kpool - held or slot >= tail.shape[0]:
             continue
-        keys = np.concatenate([tail[slot, 0, :held], k[s:s + kpool - held]])
-        gates = np.concatenate([tail[slot, 1, :held],
+        # Position p*K + m of the pending pool is in ring row (p*K + m) mod R.
+        rows = [(c - held + m) % tail.shape[2] for m in range(held)]
+        keys = np.concatenate([tail[slot, 0, rows], k[s:s + kpool - held]])
+        gates = np.concatenate([tail[slot, 1, rows],
                                 gate[s:s + kpool - held]])
         pooled[b] = pool_function(keys, gates, ape, k.dtype)
         closed[b] = np.int64(c // kpool).astype(np.int32)

@@ -211,9 +211,10 @@ class KernelSet:
 
     def seed_tail(self, tail, k, gate, input_row_offsets, cache_lengths,
                   slot_idx, num_requests=None, *, validate=True):
-        """kpool.seed_tail: updates ``tail`` ``[max_slots, 2, kpool,
-        head_dim]`` in place and returns it. ``num_requests`` defaults to
-        the batch size."""
+        """kpool.seed_tail: updates ``tail`` ``[max_slots, 2, R, head_dim]``
+        (``R >= kpool`` the ring window) in place and returns it: each
+        request's last ``R`` positions that the call brings, in ring rows
+        ``position mod R``. ``num_requests`` defaults to the batch size."""
         op = "seed_tail"
         cache = _meta(op, "cache_lengths", cache_lengths)
         iro = _meta(op, "input_row_offsets", input_row_offsets)
@@ -317,10 +318,12 @@ def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
 
 
 def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
-              num_requests=None, *, validate=True, **options):
-    """kpool.seed_tail; configuration from ``tail`` ``[S, 2, K, D]``. See
-    :meth:`KernelSet.seed_tail`."""
-    kpool = _geometry("seed_tail", "tail", tail, 4, 2)
+              num_requests=None, *, kpool=None, validate=True, **options):
+    """kpool.seed_tail; configuration from ``tail`` ``[S, 2, R, D]``. See
+    :meth:`KernelSet.seed_tail`. What seed_tail stores depends only on the
+    ring window ``R``, so ``kpool`` (at most ``R``) defaults to ``R``."""
+    if kpool is None:
+        kpool = _geometry("seed_tail", "tail", tail, 4, 2)
     dim = _geometry("seed_tail", "tail", tail, 4, 3)
     kernels = kernel_set(_dtype("seed_tail", "tail", tail), dim, kpool,
                          **options)

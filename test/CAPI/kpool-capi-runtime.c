@@ -137,19 +137,26 @@ int main(void) {
   for (int i = 0; i < SLOTS * 2 * K * D; ++i)
     tail[i] = -7.0f; // sentinel
   KPoolView vtail = {tail, 4, {SLOTS, 2, K, D}, {2 * K * D, K * D, D, 1}};
-  // seed_tail of this call: request 0 ends at position 9 -> member 0 of pool
-  // 2 (row 8) in slot 2; request 1 ends at 13 -> member 0 (row 15) in slot 0.
+  // seed_tail of this call keeps each request's last R = K positions:
+  // request 0 ends at position 9 -> positions 5..8 (rows 5..8) in ring rows
+  // 1, 2, 3, 0 of slot 2; request 1 ends at 13 -> positions 9..12 (rows
+  // 12..15) in ring rows 1, 2, 3, 0 of slot 0.
   // CHECK: seed_tail: ok
   report("seed_tail", kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro, &vcache,
                                     &vslots, 2, true));
-  int seeded = memcmp(&tail[(2 * 2 * K + 0) * D], &k[8 * D], D * 4) == 0 &&
-               memcmp(&tail[(2 * 2 * K + K) * D], &gate[8 * D], D * 4) == 0 &&
-               memcmp(&tail[0], &k[15 * D], D * 4) == 0 &&
-               memcmp(&tail[K * D], &gate[15 * D], D * 4) == 0;
+  int seeded = 1;
+  for (int r = 0; r < K; ++r) {
+    int row0 = r == 0 ? 8 : 4 + r, row1 = r == 0 ? 15 : 11 + r;
+    seeded &= memcmp(&tail[(2 * 2 * K + r) * D], &k[row0 * D], D * 4) == 0 &&
+              memcmp(&tail[(2 * 2 * K + K + r) * D], &gate[row0 * D],
+                     D * 4) == 0 &&
+              memcmp(&tail[r * D], &k[row1 * D], D * 4) == 0 &&
+              memcmp(&tail[(K + r) * D], &gate[row1 * D], D * 4) == 0;
+  }
   int untouched = 1;
   for (int i = 0; i < SLOTS * 2 * K * D; ++i) {
-    int slot = i / (2 * K * D), member = (i / D) % K;
-    int written = (slot == 2 || slot == 0) && member == 0;
+    int slot = i / (2 * K * D);
+    int written = slot == 2 || slot == 0;
     untouched &= written || tail[i] == -7.0f;
   }
   // CHECK: seeded: 1 rest untouched: 1

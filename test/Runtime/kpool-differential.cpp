@@ -1032,11 +1032,16 @@ void referenceSelfCases(Suite &suite) {
                   pro.view(), cache.view());
     c.expect(ref::f32FromBits(out.at({0, 0})) == 2.5f,
              "request 1's pool: mean of 2 and 3");
-    Buffer before = tail;
+    // Request 0 ends at a pool boundary: the ring (R = K = 2) keeps its last
+    // R positions that this call brings, position 1 only (key 1, gate 0), in
+    // ring row 1 mod 2 of slot 2; nothing else changes.
+    Buffer expected = tail;
+    expected.set({2, 0, 1, 0}, ref::f32Bits(1));
+    expected.set({2, 1, 1, 0}, ref::f32Bits(0));
     ref::seedTail(g, tail.view(), k.view(), gate.view(), iro.view(),
                   cache.view(), slots.view(), 7);
     compareBits(c, "seed_tail: request 0 ends at a pool boundary", tail,
-                before);
+                expected);
   });
 }
 

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/SaveAndRestore.h"
@@ -146,10 +147,37 @@ public:
     return channelView(memref, {toIndex(row)});
   }
 
-  /// Ring row `tail[slot, which, member, :]`.
-  Value ringView(Value tail, Value slot, int64_t which, int64_t member) {
-    return channelView(
-        tail, {toIndex(slot), b.getIndexAttr(which), b.getIndexAttr(member)});
+  /// Ring row `tail[slot, which, row, :]` (`slot` and `row` i64).
+  Value ringView(Value tail, Value slot, int64_t which, Value row) {
+    IntegerAttr staticRow;
+    OpFoldResult rowIndex = matchPattern(row, m_Constant(&staticRow))
+                                ? OpFoldResult(b.getIndexAttr(staticRow.getInt()))
+                                : OpFoldResult(toIndex(row));
+    return channelView(tail, {toIndex(slot), b.getIndexAttr(which), rowIndex});
+  }
+
+  /// The ring window `R` of `tail` (its third extent) as i64: a constant
+  /// when static.
+  Value ringWindow(Value tail) {
+    auto type = cast<MemRefType>(tail.getType());
+    if (!type.isDynamicDim(2))
+      return i64(type.getDimSize(2));
+    return toI64(dim(tail, 2));
+  }
+
+  /// i1 that holds when the dynamic ring window of `tail` is at least `K`
+  /// (the verifier checked a static one), or null when it is static.
+  Value ringWindowOk(Value tail) {
+    if (!cast<MemRefType>(tail.getType()).isDynamicDim(2))
+      return Value();
+    return cmp(arith::CmpIPredicate::sge, dim(tail, 2), idx(kpool));
+  }
+
+  /// `lhs && rhs` where either may be null (always true).
+  Value both(Value lhs, Value rhs) {
+    if (!lhs || !rhs)
+      return lhs ? lhs : rhs;
+    return arith::AndIOp::create(b, loc, lhs, rhs);
   }
 
   /// i1 that holds when every dynamic extent listed equals its static
@@ -309,14 +337,14 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
     Value iro = e.signless(op.getInputRowOffsets());
     Value cache = e.signless(op.getCacheLengths());
     Value slots = e.signless(op.getSlotIdx());
-    Value shapesOk = e.extentsMatch({{k, 1, D},
-                                     {gate, 1, D},
-                                     {ape, 0, K},
-                                     {ape, 1, D},
-                                     {tail, 1, 2},
-                                     {tail, 2, K},
-                                     {tail, 3, D},
-                                     {pooled, 1, D}});
+    Value shapesOk = e.both(e.extentsMatch({{k, 1, D},
+                                            {gate, 1, D},
+                                            {ape, 0, K},
+                                            {ape, 1, D},
+                                            {tail, 1, 2},
+                                            {tail, 3, D},
+                                            {pooled, 1, D}}),
+                            e.ringWindowOk(tail));
     e.ifThen(shapesOk, [&] {
       e.versionOnUnitStride(
           {tail, k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
@@ -328,6 +356,7 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
                  e.dim(slots, 0)});
             Value numRequests = e.clampNumRequests(op.getNumRequests(), batch);
             Value numSlots = e.toI64(e.dim(tail, 0));
+            Value window = e.ringWindow(tail);
             Value rowsP = e.dim(pooled, 0), rowsC = e.dim(closed, 0);
             Value rows = arith::MaxSIOp::create(rewriter, loc, rowsP, rowsC);
             e.parallelFor(rows, [&](Value bIdx) {
@@ -373,11 +402,16 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
                 e.ifThenElse(
                     closes,
                     [&] {
+                      // Member m of pool `id` is position id*K + m; the
+                      // ring holds it in row (id*K + m) mod R.
+                      SmallVector<Value> ringRows =
+                          e.memberRingRows(id, window);
                       SmallVector<Value> keys, gates;
                       for (int64_t m = 0; m < K; ++m) {
                         // Members below `held` are in the ring; the rest are
                         // this call's rows `start + m - held`. The unselected
                         // view is built from a clamped index and never read.
+                        Value ringRow = ringRows[m];
                         Value fromRing =
                             e.cmp(arith::CmpIPredicate::ult, e.i64(m), held);
                         Value row = arith::SelectOp::create(
@@ -390,10 +424,10 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
                         Value safeSlot = arith::SelectOp::create(
                             rewriter, loc, fromRing, slot, e.i64(0));
                         keys.push_back(e.selectView(
-                            fromRing, e.ringView(tail, safeSlot, 0, m),
+                            fromRing, e.ringView(tail, safeSlot, 0, ringRow),
                             e.rowView(k, row)));
                         gates.push_back(e.selectView(
-                            fromRing, e.ringView(tail, safeSlot, 1, m),
+                            fromRing, e.ringView(tail, safeSlot, 1, ringRow),
                             e.rowView(gate, row)));
                       }
                       e.poolRow(keys, gates, ape, outRow);
@@ -417,8 +451,9 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
     Value iro = e.signless(op.getInputRowOffsets());
     Value cache = e.signless(op.getCacheLengths());
     Value slots = e.signless(op.getSlotIdx());
-    Value shapesOk = e.extentsMatch(
-        {{k, 1, D}, {gate, 1, D}, {tail, 1, 2}, {tail, 2, K}, {tail, 3, D}});
+    Value shapesOk = e.both(
+        e.extentsMatch({{k, 1, D}, {gate, 1, D}, {tail, 1, 2}, {tail, 3, D}}),
+        e.ringWindowOk(tail));
     e.ifThen(shapesOk, [&] {
       e.versionOnUnitStride({tail, k, gate}, [&](ArrayRef<Value> v) {
         Value tail = v[0], k = v[1], gate = v[2];
@@ -429,11 +464,12 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
              e.dim(slots, 0)});
         Value numRequests = e.clampNumRequests(op.getNumRequests(), batch);
         Value numSlots = e.toI64(e.dim(tail, 0));
+        Value window = e.ringWindow(tail);
         e.parallelFor(numRequests, [&](Value bIdx) {
           auto req = e.loadRequest(iro, cache, bIdx, numRows);
           Value slot = e.loadU32(slots, bIdx);
           e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, numSlots), [&] {
-            auto [begin, end] = e.openTail(req);
+            auto [begin, end] = e.ringTail(req, window);
             auto loop = scf::ForOp::create(rewriter, loc, e.toIndex(begin),
                                            e.toIndex(end), e.idx(1));
             OpBuilder::InsertionGuard guard(rewriter);
@@ -442,8 +478,7 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
             Value row = arith::AddIOp::create(
                 rewriter, loc, req.start,
                 arith::SubIOp::create(rewriter, loc, q, req.cached));
-            Value member =
-                e.toIndex(arith::RemUIOp::create(rewriter, loc, q, e.i64(K)));
+            Value member = e.toIndex(e.ringRow(q, window));
             auto ringRow = [&](int64_t which) {
               return e.channelView(
                   tail,

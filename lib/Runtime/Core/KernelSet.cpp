@@ -254,8 +254,12 @@ static Status checkRing(Validator &v, const KernelConfig &c, const View &tail,
                         const View &k, const View &gate, const View &iro,
                         const View &cache, const View &slots,
                         int32_t numRequests, Validation validation) {
-  KPOOL_TRY(v.shape("tail", tail, {-1, 2, c.kpool, c.headDim},
-                    "max_slots x 2 x kpool x head_dim"));
+  KPOOL_TRY(v.shape("tail", tail, {-1, 2, -1, c.headDim},
+                    "max_slots x 2 x window x head_dim"));
+  if (tail.sizes[2] < c.kpool)
+    return v.error("the ring window of 'tail' (dimension 2) is " +
+                   std::to_string(tail.sizes[2]) +
+                   ", it must be at least kpool = " + std::to_string(c.kpool));
   KPOOL_TRY(v.shape("k", k, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.shape("gate", gate, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.sameExtent("k", k, "gate", gate, 0));

@@ -43,7 +43,8 @@ func.func @compress_dynamic_extents(%k: memref<?x?xbf16>,
 
 // -----
 
-// A ring of unknown shape must be [?, 2, kpool, head_dim] at run time.
+// A ring of unknown shape must be [?, 2, R, head_dim] with R >= kpool at run
+// time; positions go to ring row q mod R.
 // CHECK-LABEL: func @seed_tail_dynamic_ring
 //  CHECK-SAME:   (%[[TAIL:[^:]+]]: memref<?x?x?x?xf16>
 //   CHECK-DAG:   %[[C1:.*]] = arith.constant 1 : index
@@ -52,13 +53,21 @@ func.func @compress_dynamic_extents(%k: memref<?x?xbf16>,
 //   CHECK-DAG:   %[[C16:.*]] = arith.constant 16 : index
 //       CHECK:   %[[D1:.*]] = memref.dim %[[TAIL]], %[[C1]]
 //       CHECK:   arith.cmpi eq, %[[D1]], %[[C2]] : index
-//       CHECK:   %[[D2:.*]] = memref.dim %[[TAIL]], %[[C2]]
-//       CHECK:   arith.cmpi eq, %[[D2]], %[[C3]] : index
 //       CHECK:   %[[D3:.*]] = memref.dim %[[TAIL]], %[[C3]]
 //       CHECK:   arith.cmpi eq, %[[D3]], %[[C16]] : index
+//       CHECK:   arith.andi
+//       CHECK:   %[[D2:.*]] = memref.dim %[[TAIL]], %[[C2]]
+//       CHECK:   arith.cmpi sge, %[[D2]], %[[C3]] : index
 //       CHECK:   %[[OK:.*]] = arith.andi
 //  CHECK-NEXT:   scf.if %[[OK]] {
+//       CHECK:     %[[R:.*]] = memref.dim %[[TAIL]], %[[C2]]
+//       CHECK:     %[[W:.*]] = arith.index_castui %[[R]] : index to i64
 //       CHECK:     scf.parallel
+//       CHECK:       arith.subi %{{.*}}, %[[W]] : i64
+//       CHECK:       arith.maxsi
+//       CHECK:       scf.for %[[Q:.*]] =
+//       CHECK:         %[[QI:.*]] = arith.index_castui %[[Q]] : index to i64
+//       CHECK:         arith.remui %[[QI]], %[[W]] : i64
 //       CHECK:       linalg.copy
 func.func @seed_tail_dynamic_ring(%tail: memref<?x?x?x?xf16>,
     %k: memref<?x16xf16>, %gate: memref<?x16xf16>, %iro: memref<?xui32>,
@@ -131,8 +140,13 @@ func.func @compress_unit_stride_versioning(
 //  CHECK-SAME:   (%[[TAIL:[^:]+]]: memref<?x?x?x?xbf16, strided<[?, ?, ?, ?], offset: ?>>, %[[K:[^:]+]]: memref<?x128xbf16, strided<[?, ?], offset: ?>>
 //   CHECK-DAG:   %[[C3:.*]] = arith.constant 3 : index
 //   CHECK-DAG:   %[[C128:.*]] = arith.constant 128 : index
+//   CHECK-DAG:   %[[C2:.*]] = arith.constant 2 : index
+//   CHECK-DAG:   %[[C4:.*]] = arith.constant 4 : index
 //       CHECK:   %[[D3:.*]] = memref.dim %[[TAIL]], %[[C3]] :
 //       CHECK:   arith.cmpi eq, %[[D3]], %[[C128]] : index
+//  CHECK-NEXT:   arith.andi
+//  CHECK-NEXT:   %[[D2:.*]] = memref.dim %[[TAIL]], %[[C2]] :
+//  CHECK-NEXT:   arith.cmpi sge, %[[D2]], %[[C4]] : index
 //  CHECK-NEXT:   %[[OK:.*]] = arith.andi
 //  CHECK-NEXT:   scf.if %[[OK]] {
 //       CHECK:     %{{.*}}, %{{.*}}, %{{.*}}:4, %[[TS:.*]]:4 = memref.extract_strided_metadata %[[TAIL]]

@@ -3,8 +3,9 @@
 // kpool.ring_close: a scf.parallel over batch rows. Rows below num_requests
 // (clamped to [0, B]) load their metadata; a row whose pending pool closes in
 // this call and whose slot is in the ring runs the pooling linalg.generic with
-// members m < held read from tail[slot, 0/1, m]; every other row gets zeros
-// and closed_pool = -1.
+// members m < held read from tail[slot, 0/1, (p*K + m) mod R] (ring row m
+// when the window R is statically K); every other row gets zeros and
+// closed_pool = -1.
 
 // CHECK-LABEL: func @ring_close
 //  CHECK-SAME:   (%[[TAIL:[^:]+]]: memref<6x2x4x128xbf16, strided<[2048, 512, 128, 1]>>, %[[K:[^:]+]]: memref<?x128xbf16>, %[[G:[^:]+]]: memref<?x128xbf16>, %[[APE:[^:]+]]: memref<4x128xf32>, %{{[^:]+}}: memref<?xui32>, %{{[^:]+}}: memref<?xui32>, %{{[^:]+}}: memref<?xui32>, %[[N:[^:]+]]: i32, %[[OUT:[^:]+]]: memref<?x128xbf16>, %[[CLOSED:[^:]+]]: memref<?xi32>)
@@ -112,6 +113,36 @@ func.func @ring_close_kpool3_f32(%tail: memref<?x2x3x8xf32>,
       ins(%tail, %k, %gate, %ape, %iro, %cache, %slots
           : memref<?x2x3x8xf32>, memref<?x8xf32>, memref<?x8xf32>,
             memref<3x8xf32>, memref<?xi32>, memref<?xi32>, memref<?xi32>)
+      num_requests(%n)
+      outs(%pooled, %closed : memref<?x8xf32>, memref<?xi32>)
+  return
+}
+
+// -----
+
+// A ring window wider than kpool: member m of pool p is ring row
+// (p*K + m) mod R, one remainder per pool and a conditional wrap per member.
+// CHECK-LABEL: func @ring_close_window
+//  CHECK-SAME:   (%[[TAIL:[^:]+]]: memref<?x2x7x8xf32>
+//   CHECK-DAG:   %[[R:.*]] = arith.constant 7 : i64
+//   CHECK-DAG:   %[[K:.*]] = arith.constant 3 : i64
+//       CHECK:   scf.parallel
+//       CHECK:       scf.if %{{.*}} {
+//       CHECK:         %[[START:.*]] = arith.muli %{{.*}}, %[[K]] : i64
+//       CHECK:         %[[BASE:.*]] = arith.remui %[[START]], %[[R]] : i64
+//       CHECK:         %[[ROW1:.*]] = arith.addi %[[BASE]], %{{.*}} : i64
+//       CHECK:         %[[WRAP1:.*]] = arith.cmpi uge, %[[ROW1]], %[[R]] : i64
+//       CHECK:         %[[LESS1:.*]] = arith.subi %[[ROW1]], %[[R]] : i64
+//       CHECK:         arith.select %[[WRAP1]], %[[LESS1]], %[[ROW1]] : i64
+//       CHECK:         linalg.generic
+func.func @ring_close_window(%tail: memref<?x2x7x8xf32>, %k: memref<?x8xf32>,
+    %gate: memref<?x8xf32>, %ape: memref<3x8xf32>, %iro: memref<?xui32>,
+    %cache: memref<?xui32>, %slots: memref<?xui32>, %n: i32,
+    %pooled: memref<?x8xf32>, %closed: memref<?xi32>) {
+  kpool.ring_close kpool(3) head_dim(8)
+      ins(%tail, %k, %gate, %ape, %iro, %cache, %slots
+          : memref<?x2x7x8xf32>, memref<?x8xf32>, memref<?x8xf32>,
+            memref<3x8xf32>, memref<?xui32>, memref<?xui32>, memref<?xui32>)
       num_requests(%n)
       outs(%pooled, %closed : memref<?x8xf32>, memref<?xi32>)
   return

@@ -2,8 +2,9 @@
 
 // kpool.seed_tail: a scf.parallel over the requests below num_requests; a
 // request whose slot is inside the ring copies the key and gate rows of each
-// of its trailing tokens q in [max(open, c), c + n) to tail[slot, 0/1, q mod K]
-// with linalg.copy.
+// of its last R positions q in [max(c, c + n - R), c + n) to
+// tail[slot, 0/1, q mod R] with linalg.copy (R the ring window, the tail's
+// third extent).
 
 // CHECK-LABEL: func @seed_tail
 //  CHECK-SAME:   (%[[TAIL:[^:]+]]: memref<6x2x4x128xbf16, strided<[2048, 512, 128, 1]>>, %[[K:[^:]+]]: memref<?x128xbf16>, %[[G:[^:]+]]: memref<?x128xbf16>, %{{[^:]+}}: memref<?xui32>, %{{[^:]+}}: memref<?xui32>, %[[S_U:[^:]+]]: memref<?xui32>, %[[N:[^:]+]]: i32)
@@ -18,16 +19,15 @@
 //       CHECK:     %[[SLOT:.*]] = arith.extui %[[SV]] : i32 to i64
 //       CHECK:     %[[INRING:.*]] = arith.cmpi ult, %[[SLOT]], %[[NSLOTS]] : i64
 //       CHECK:     scf.if %[[INRING]] {
-// open = floor(end / K) * K; the loop starts at max(open, c).
+// The loop starts at max(c, end - R), signed (end - R may be negative).
 //       CHECK:       %[[END:.*]] = arith.addi
-//       CHECK:       arith.divui %[[END]], %{{.*}} : i64
-//       CHECK:       %[[OPEN:.*]] = arith.muli
-//       CHECK:       %[[BEGIN:.*]] = arith.maxui %[[OPEN]], %{{.*}} : i64
+//       CHECK:       %[[LAST:.*]] = arith.subi %[[END]], %[[R:.*]] : i64
+//       CHECK:       %[[BEGIN:.*]] = arith.maxsi %[[LAST]], %{{.*}} : i64
 //       CHECK:       %[[LB:.*]] = arith.index_castui %[[BEGIN]] : i64 to index
 //       CHECK:       %[[UB:.*]] = arith.index_castui %[[END]] : i64 to index
 //       CHECK:       scf.for %[[Q:.*]] = %[[LB]] to %[[UB]] step %{{.*}} {
-// Member q mod K of the slot, never the batch row.
-//       CHECK:         %[[MEMBER:.*]] = arith.remui %{{.*}}, %{{.*}} : i64
+// Ring row q mod R of the slot, never the batch row.
+//       CHECK:         %[[MEMBER:.*]] = arith.remui %{{.*}}, %[[R]] : i64
 //       CHECK:         %[[M:.*]] = arith.index_castui %[[MEMBER]] : i64 to index
 //       CHECK:         %[[SRCK:.*]] = memref.subview %[[K]][%{{.*}}, 0] [1, 128] [1, 1]
 //       CHECK:         %[[S0:.*]] = arith.index_castui %[[SLOT]] : i64 to index
@@ -74,5 +74,27 @@ func.func @seed_tail_kpool1(%tail: memref<?x2x1x16xf32>, %k: memref<?x16xf32>,
             memref<?xi32>)
       num_requests(%n)
       outs(%tail : memref<?x2x1x16xf32>)
+  return
+}
+
+// -----
+
+// A ring window wider than kpool (speculative decoding): R = 6 for kpool 4.
+// CHECK-LABEL: func @seed_tail_window
+//       CHECK:   %[[R:.*]] = arith.constant 6 : i64
+//       CHECK:   scf.parallel
+//       CHECK:       arith.subi %{{.*}}, %[[R]] : i64
+//       CHECK:       scf.for
+//       CHECK:         arith.remui %{{.*}}, %[[R]] : i64
+//       CHECK:         linalg.copy
+func.func @seed_tail_window(%tail: memref<?x2x6x128xbf16>,
+    %k: memref<?x128xbf16>, %gate: memref<?x128xbf16>, %iro: memref<?xui32>,
+    %cache: memref<?xui32>, %slots: memref<?xui32>, %n: i32) {
+  kpool.seed_tail kpool(4) head_dim(128)
+      ins(%k, %gate, %iro, %cache, %slots
+          : memref<?x128xbf16>, memref<?x128xbf16>, memref<?xui32>,
+            memref<?xui32>, memref<?xui32>)
+      num_requests(%n)
+      outs(%tail : memref<?x2x6x128xbf16>)
   return
 }

@@ -816,7 +816,7 @@ func.func @seed_tail_tail_rank(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
     %iro: tensor<?xui32>, %cache: tensor<?xui32>,
     %slots: tensor<?xui32>, %n: i32,
     %tail: tensor<2x4x8xbf16>) {
-  // expected-error @+1 {{'kpool.seed_tail' op expected 'tail' to have shape [?, 2, 4, 8] (max_slots x 2 x kpool x head_dim), got [2, 4, 8]}}
+  // expected-error @+1 {{'kpool.seed_tail' op expected 'tail' to have shape [?, 2, ?, 8] (max_slots x 2 x window x head_dim), got [2, 4, 8]}}
   %r = kpool.seed_tail kpool(4) head_dim(8)
       ins(%k, %gate, %iro, %cache, %slots
           : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?xui32>, tensor<?xui32>,
@@ -832,7 +832,7 @@ func.func @seed_tail_tail_not_key_and_gate(%k: tensor<?x8xbf16>, %gate: tensor<?
     %iro: tensor<?xui32>, %cache: tensor<?xui32>,
     %slots: tensor<?xui32>, %n: i32,
     %tail: tensor<6x1x4x8xbf16>) {
-  // expected-error @+1 {{'kpool.seed_tail' op expected 'tail' to have shape [?, 2, 4, 8] (max_slots x 2 x kpool x head_dim), got [6, 1, 4, 8]}}
+  // expected-error @+1 {{'kpool.seed_tail' op expected 'tail' to have shape [?, 2, ?, 8] (max_slots x 2 x window x head_dim), got [6, 1, 4, 8]}}
   %r = kpool.seed_tail kpool(4) head_dim(8)
       ins(%k, %gate, %iro, %cache, %slots
           : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?xui32>, tensor<?xui32>,
@@ -844,11 +844,11 @@ func.func @seed_tail_tail_not_key_and_gate(%k: tensor<?x8xbf16>, %gate: tensor<?
 
 // -----
 
-func.func @seed_tail_tail_kpool(%k: memref<?x8xbf16>, %gate: memref<?x8xbf16>,
+func.func @seed_tail_tail_window(%k: memref<?x8xbf16>, %gate: memref<?x8xbf16>,
     %iro: memref<?xui32>, %cache: memref<?xui32>,
     %slots: memref<?xui32>, %n: i32,
     %tail: memref<6x2x3x8xbf16, strided<[64, 32, 8, 1]>>) {
-  // expected-error @+1 {{'kpool.seed_tail' op expected 'tail' to have shape [?, 2, 4, 8] (max_slots x 2 x kpool x head_dim), got [6, 2, 3, 8]}}
+  // expected-error @+1 {{'kpool.seed_tail' op expected the ring window of 'tail' (dimension 2) to be at least kpool = 4, got 3}}
   kpool.seed_tail kpool(4) head_dim(8)
       ins(%k, %gate, %iro, %cache, %slots
           : memref<?x8xbf16>, memref<?x8xbf16>, memref<?xui32>, memref<?xui32>,
@@ -864,7 +864,7 @@ func.func @seed_tail_tail_head_dim(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>
     %iro: tensor<?xui32>, %cache: tensor<?xui32>,
     %slots: tensor<?xui32>, %n: i32,
     %tail: tensor<?x2x4x16xbf16>) {
-  // expected-error @+1 {{'kpool.seed_tail' op expected 'tail' to have shape [?, 2, 4, 8] (max_slots x 2 x kpool x head_dim), got [?, 2, 4, 16]}}
+  // expected-error @+1 {{'kpool.seed_tail' op expected 'tail' to have shape [?, 2, ?, 8] (max_slots x 2 x window x head_dim), got [?, 2, 4, 16]}}
   %r = kpool.seed_tail kpool(4) head_dim(8)
       ins(%k, %gate, %iro, %cache, %slots
           : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?xui32>, tensor<?xui32>,
@@ -1105,7 +1105,7 @@ func.func @ring_close_tail_rank(%tail: tensor<?x8xbf16>, %k: tensor<?x8xbf16>,
     %iro: tensor<?xui32>, %cache: tensor<?xui32>,
     %slots: tensor<?xui32>, %n: i32,
     %pooled: tensor<?x8xbf16>, %closed: tensor<?xi32>) {
-  // expected-error @+1 {{'kpool.ring_close' op expected 'tail' to have shape [?, 2, 4, 8] (max_slots x 2 x kpool x head_dim), got [?, 8]}}
+  // expected-error @+1 {{'kpool.ring_close' op expected 'tail' to have shape [?, 2, ?, 8] (max_slots x 2 x window x head_dim), got [?, 8]}}
   %r:2 = kpool.ring_close kpool(4) head_dim(8)
       ins(%tail, %k, %gate, %ape, %iro, %cache, %slots
           : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>,
@@ -1117,15 +1117,15 @@ func.func @ring_close_tail_rank(%tail: tensor<?x8xbf16>, %k: tensor<?x8xbf16>,
 
 // -----
 
-func.func @ring_close_tail_kpool(%tail: tensor<?x2x5x8xbf16>, %k: tensor<?x8xbf16>,
+func.func @ring_close_tail_window(%tail: tensor<?x2x3x8xbf16>, %k: tensor<?x8xbf16>,
     %gate: tensor<?x8xbf16>, %ape: tensor<4x8xf32>,
     %iro: tensor<?xui32>, %cache: tensor<?xui32>,
     %slots: tensor<?xui32>, %n: i32,
     %pooled: tensor<?x8xbf16>, %closed: tensor<?xi32>) {
-  // expected-error @+1 {{'kpool.ring_close' op expected 'tail' to have shape [?, 2, 4, 8] (max_slots x 2 x kpool x head_dim), got [?, 2, 5, 8]}}
+  // expected-error @+1 {{'kpool.ring_close' op expected the ring window of 'tail' (dimension 2) to be at least kpool = 4, got 3}}
   %r:2 = kpool.ring_close kpool(4) head_dim(8)
       ins(%tail, %k, %gate, %ape, %iro, %cache, %slots
-          : tensor<?x2x5x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>,
+          : tensor<?x2x3x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>,
             tensor<4x8xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
       num_requests(%n)
       outs(%pooled, %closed : tensor<?x8xbf16>, tensor<?xi32>) -> tensor<?x8xbf16>, tensor<?xi32>
@@ -1139,7 +1139,7 @@ func.func @ring_close_tail_head_dim(%tail: memref<6x2x4x4xbf16, strided<[64, 32,
     %iro: memref<?xui32>, %cache: memref<?xui32>,
     %slots: memref<?xui32>, %n: i32,
     %pooled: memref<?x8xbf16>, %closed: memref<?xi32>) {
-  // expected-error @+1 {{'kpool.ring_close' op expected 'tail' to have shape [?, 2, 4, 8] (max_slots x 2 x kpool x head_dim), got [6, 2, 4, 4]}}
+  // expected-error @+1 {{'kpool.ring_close' op expected 'tail' to have shape [?, 2, ?, 8] (max_slots x 2 x window x head_dim), got [6, 2, 4, 4]}}
   kpool.ring_close kpool(4) head_dim(8)
       ins(%tail, %k, %gate, %ape, %iro, %cache, %slots
           : memref<6x2x4x4xbf16, strided<[64, 32, 8, 1]>>, memref<?x8xbf16>,

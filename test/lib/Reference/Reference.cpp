@@ -108,7 +108,7 @@ bool apeOk(const Geometry &g, const KPoolView &v) {
 }
 
 bool tailOk(const Geometry &g, const KPoolView &v) {
-  return isRank(v, 4) && v.sizes[1] == 2 && v.sizes[2] == g.kpool &&
+  return isRank(v, 4) && v.sizes[1] == 2 && v.sizes[2] >= g.kpool &&
          v.sizes[3] == g.headDim;
 }
 
@@ -255,11 +255,12 @@ void kpool::reference::seedTail(const Geometry &g, const KPoolView &tail,
     int64_t slot = loadU32(slotIdx, b);
     if (slot >= maxSlots)
       continue;
+    // The request's last R positions that this call brings.
+    int64_t window = tail.sizes[2];
     int64_t end = r.cached + r.tokens;
-    int64_t open = end / g.kpool * g.kpool;
-    for (int64_t q = std::max(open, r.cached); q < end; ++q) {
+    for (int64_t q = std::max(end - window, r.cached); q < end; ++q) {
       int64_t row = r.start + q - r.cached;
-      int64_t m = q % g.kpool;
+      int64_t m = q % window;
       for (int64_t d = 0; d < g.headDim; ++d) {
         storeBits(tail, esize, {slot, 0, m, d}, loadBits(k, esize, {row, d}));
         storeBits(tail, esize, {slot, 1, m, d},
@@ -308,10 +309,12 @@ void kpool::reference::ringClose(const Geometry &g, const KPoolView &pooled,
     Members mem;
     for (int64_t m = 0; m < g.kpool; ++m) {
       if (m < held) {
+        // Position id*K + m sits in ring row (id*K + m) mod R.
+        int64_t ringRow = (id * g.kpool + m) % tail.sizes[2];
         mem.keyView.push_back(&tail);
         mem.gateView.push_back(&tail);
-        mem.keyIdx.push_back({slot, 0, m});
-        mem.gateIdx.push_back({slot, 1, m});
+        mem.keyIdx.push_back({slot, 0, ringRow});
+        mem.gateIdx.push_back({slot, 1, ringRow});
       } else {
         int64_t row = start + m - held;
         mem.keyView.push_back(&k);

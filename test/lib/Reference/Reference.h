@@ -24,7 +24,8 @@
 // Operands come in the runtime's order: outputs first, then the op's inputs.
 // Operands whose static geometry is wrong (a last dimension that is not
 // head_dim, an ape that is not [kpool, head_dim], a tail that is not
-// [S, 2, kpool, head_dim]) make an op do nothing, like the kernels.
+// [S, 2, R, head_dim] with R >= kpool) make an op do nothing, like the
+// kernels.
 //
 // For non-monotonic pool_row_offsets two requests can both own a row; the
 // spec does not say which write wins and the differential test does not use

@@ -169,6 +169,26 @@ public:
     return success();
   }
 
+  /// The tail ring: `[max_slots, 2, R, head_dim]` with a ring window
+  /// `R >= kpool` (a dynamic `R` is checked at run time), of the keys'
+  /// element type.
+  LogicalResult checkTail(Value tail, Value k, int64_t kpool,
+                          int64_t headDim) {
+    if (failed(checkShape(tail, "tail",
+                          {ShapedType::kDynamic, 2, ShapedType::kDynamic,
+                           headDim},
+                          "max_slots x 2 x window x head_dim")))
+      return failure();
+    int64_t window = type(tail).getDimSize(2);
+    if (!ShapedType::isDynamic(window) && window < kpool)
+      return op->emitOpError()
+             << "expected the ring window of 'tail' (dimension 2) to be at "
+                "least kpool = "
+             << kpool << ", got " << window;
+    return checkElement(tail, "tail", type(k).getElementType(),
+                        " (the element type of 'k')");
+  }
+
   LogicalResult checkApe(Value ape, int64_t kpool, int64_t headDim) {
     if (failed(checkShape(ape, "ape", {kpool, headDim}, "kpool x head_dim")))
       return failure();
@@ -307,11 +327,7 @@ LogicalResult SeedTailOp::verify() {
       failed(c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
                            {getInputRowOffsets(), "input_row_offsets", 1},
                            {getSlotIdx(), "slot_idx", 0}})) ||
-      failed(c.checkShape(getTail(), "tail",
-                          {ShapedType::kDynamic, 2, kpool, headDim},
-                          "max_slots x 2 x kpool x head_dim")) ||
-      failed(c.checkElement(getTail(), "tail", c.type(getK()).getElementType(),
-                            " (the element type of 'k')")))
+      failed(c.checkTail(getTail(), getK(), kpool, headDim)))
     return failure();
   return success();
 }
@@ -342,11 +358,7 @@ LogicalResult RingCloseOp::verify() {
                           {getClosedPool(), "closed_pool"}},
                          *this)) ||
       failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
-      failed(c.checkShape(getTail(), "tail",
-                          {ShapedType::kDynamic, 2, kpool, headDim},
-                          "max_slots x 2 x kpool x head_dim")) ||
-      failed(c.checkElement(getTail(), "tail", c.type(getK()).getElementType(),
-                            " (the element type of 'k')")) ||
+      failed(c.checkTail(getTail(), getK(), kpool, headDim)) ||
       failed(c.checkApe(getApe(), kpool, headDim)) ||
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
       failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 using namespace mlir::kpool;
@@ -98,13 +99,38 @@ MetadataBuilder::PendingPool MetadataBuilder::pendingPool(const Request &r) {
   return {held, closes, id};
 }
 
-std::pair<Value, Value> MetadataBuilder::openTail(const Request &r) {
-  Value k = i64(kpool);
+std::pair<Value, Value> MetadataBuilder::ringTail(const Request &r,
+                                                  Value window) {
+  // Positions are below 2^33 and the window is positive, so `end - R` is a
+  // signed i64 that may be negative; `c >= 0` bounds the begin from below.
   Value end = arith::AddIOp::create(b, loc, r.cached, r.count);
-  Value open =
-      arith::MulIOp::create(b, loc, arith::DivUIOp::create(b, loc, end, k), k);
-  Value begin = arith::MaxUIOp::create(b, loc, open, r.cached);
+  Value last = arith::SubIOp::create(b, loc, end, window);
+  Value begin = arith::MaxSIOp::create(b, loc, last, r.cached);
   return {begin, end};
+}
+
+Value MetadataBuilder::ringRow(Value position, Value window) {
+  return arith::RemUIOp::create(b, loc, position, window);
+}
+
+SmallVector<Value> MetadataBuilder::memberRingRows(Value id, Value window) {
+  SmallVector<Value> rows;
+  IntegerAttr staticWindow;
+  if (matchPattern(window, m_Constant(&staticWindow)) &&
+      staticWindow.getInt() == kpool) {
+    for (int64_t m = 0; m < kpool; ++m)
+      rows.push_back(i64(m));
+    return rows;
+  }
+  Value base = ringRow(arith::MulIOp::create(b, loc, id, i64(kpool)), window);
+  for (int64_t m = 0; m < kpool; ++m) {
+    Value row = arith::AddIOp::create(b, loc, base, i64(m));
+    Value wraps =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, row, window);
+    rows.push_back(arith::SelectOp::create(
+        b, loc, wraps, arith::SubIOp::create(b, loc, row, window), row));
+  }
+  return rows;
 }
 
 Value MetadataBuilder::clampNumRequests(Value numRequests, Value batch) {

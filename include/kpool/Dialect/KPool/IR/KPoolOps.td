@@ -94,21 +94,25 @@ def KPool_CompressOp : KPool_Op<"compress"> {
 def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
   let summary = "stashes the trailing members of each open pool in the tail ring";
   let description = [{
-    For each request `b < num_requests` (clamped to `[0, B]`), with
-    `end = c + n` and `open = floor(end / kpool) * kpool`, every position `q`
-    in `[max(open, c), end)` is stored in ring slot `slot_idx[b]`:
-    `tail[slot, 0, q mod kpool, :]` gets the key row and
-    `tail[slot, 1, q mod kpool, :]` the raw gate row (no `ape`). Nothing else
-    in `tail` changes; when `end` is a multiple of `kpool` nothing is written.
-    Only tokens this call owns are written, so a prefill split into chunks
-    leaves the ring as one unsplit prefill does.
+    The ring holds each request's last `R` positions, `R >= kpool` being the
+    ring window (the tail's third extent, static or dynamic; `R = kpool` in
+    plain serving, `R = kpool + drafts - 1` or more for speculative
+    decoding). For each request `b < num_requests` (clamped to `[0, B]`),
+    with `end = c + n`, every position `q` in `[max(c, end - R), end)` is
+    stored in ring slot `slot_idx[b]`: `tail[slot, 0, q mod R, :]` gets the
+    key row and `tail[slot, 1, q mod R, :]` the raw gate row (no `ape`).
+    Nothing else in `tail` changes. Only tokens this call owns are written,
+    so after any sequence of calls the slot holds the request's last
+    `min(R, length)` positions, and a prefill split into chunks leaves the
+    ring as one unsplit prefill does.
 
     The ring is addressed by `slot_idx`, never by batch row. A slot at or past
-    the ring's first dimension neither reads nor writes it.
+    the ring's first dimension neither reads nor writes it; a dynamic window
+    below `kpool` makes the op write nothing.
 
     Operands, in order: `k` and `gate` `[T_total, head_dim]`,
     `input_row_offsets` `[B+1]`, `cache_lengths` `[B]`, `slot_idx` `[B]`,
-    `num_requests` (i32); `outs`: `tail` `[max_slots, 2, kpool, head_dim]`,
+    `num_requests` (i32); `outs`: `tail` `[max_slots, 2, R, head_dim]`,
     read and written (the updated ring is the result on tensors).
 
     Example:
@@ -158,7 +162,9 @@ def KPool_RingCloseOp : KPool_Op<"ring_close"> {
     For each request `b < num_requests` (clamped to `[0, B]`), with
     `held = c mod kpool`: when `held > 0` and the request brings at least
     `kpool - held` tokens, pool `p = floor(c / kpool)` completes in this call.
-    Its members `m < held` come from `tail[slot_idx[b], 0/1, m]`, members
+    Its members `m < held` come from
+    `tail[slot_idx[b], 0/1, (p * kpool + m) mod R]` (`R` the ring window,
+    the tail's third extent), members
     `m >= held` from rows `s + (m - held)` of `k` and `gate`; `pooled[b]` is
     the pooling function over them (the same arithmetic as `kpool.compress`,
     so the pool is bit-identical to one built in a single call) and
@@ -170,7 +176,8 @@ def KPool_RingCloseOp : KPool_Op<"ring_close"> {
     ring. Every row of both outputs is written, so their initial contents
     are not read.
 
-    Operands, in order: `tail` `[max_slots, 2, kpool, head_dim]`, `k` and
+    Operands, in order: `tail` `[max_slots, 2, R, head_dim]` (`R >= kpool`),
+    `k` and
     `gate` `[T_total, head_dim]`, `ape` `[kpool, head_dim]` f32,
     `input_row_offsets` `[B+1]`, `cache_lengths` `[B]`, `slot_idx` `[B]`,
     `num_requests` (i32); `outs`: `pooled` `[B, head_dim]` and `closed_pool`

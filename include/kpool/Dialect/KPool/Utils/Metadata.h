@@ -67,9 +67,20 @@ public:
   };
   PendingPool pendingPool(const Request &r);
 
-  /// The positions `[begin, end)` that `seed_tail` stashes:
-  /// `[max(floor((c+n)/K)*K, c), c+n)`.
-  std::pair<Value, Value> openTail(const Request &r);
+  /// The positions `[begin, end)` that `seed_tail` stores in a ring of
+  /// `window` rows (i64, `R >= K`): the request's last `R` positions that
+  /// this call owns, `[max(c, c+n-R), c+n)`.
+  std::pair<Value, Value> ringTail(const Request &r, Value window);
+
+  /// The ring row (i64) of absolute position `position` in a ring of
+  /// `window` rows: `position mod R`.
+  Value ringRow(Value position, Value window);
+
+  /// The ring rows of the `kpool` members of pool `id` (i64) in a ring of
+  /// `window` rows: `(id*K + m) mod R`. One division per pool (members
+  /// follow with a conditional subtraction, as `m < K <= R`); constants `m`
+  /// when the window is statically `K`.
+  SmallVector<Value> memberRingRows(Value id, Value window);
 
   /// Clamps the i32 `num_requests` to `[0, batch]` (batch an index value).
   Value clampNumRequests(Value numRequests, Value batch);
