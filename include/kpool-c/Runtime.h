@@ -142,6 +142,29 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolPoolStoreCreate(const KPoolKernelSet *kernels, int64_t maxSlots,
                      const float *ape, KPoolPoolStore **result);
 
+/// Like kpoolPoolStoreCreate, with a ring of `ringWindow` rows per slot
+/// (`ringWindow >= kpool`, or 0 for kpool). A window of `kpool + d - 1`
+/// rows lets kpoolPoolStoreAccept roll back any rejected suffix of a verify
+/// step of 1 + d tokens.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels, int64_t maxSlots,
+                               int64_t ringWindow, const float *ape,
+                               KPoolPoolStore **result);
+
+/// The ring window (rows per slot); -1 for NULL.
+KPOOL_CAPI_EXPORTED int64_t
+kpoolPoolStoreGetRingWindow(const KPoolPoolStore *store);
+
+/// Speculative decoding: keeps the first `accepted` of the tokens the slot's
+/// last step brought (or that an earlier accept left), forgets the slot's
+/// pools at and after the first rejected position (later steps re-produce
+/// them) and sets its length to the step's start plus `accepted`. Fails,
+/// changing nothing, when `accepted` is out of range or the ring window is
+/// too small to hold the pending pool's members at the new length (the
+/// message names the slot and the window needed).
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolPoolStoreAccept(KPoolPoolStore *store, uint32_t slot, int64_t accepted);
+
 /// Frees the store; NULL is allowed.
 KPOOL_CAPI_EXPORTED void kpoolPoolStoreDestroy(KPoolPoolStore *store);
 

@@ -207,6 +207,14 @@ KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
 KPoolError *kpoolPoolStoreCreate(const KPoolKernelSet *kernels,
                                  int64_t maxSlots, const float *ape,
                                  KPoolPoolStore **result) {
+  return kpoolPoolStoreCreateWithWindow(kernels, maxSlots, 0, ape, result);
+}
+
+KPoolError *kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels,
+                                           int64_t maxSlots,
+                                           int64_t ringWindow,
+                                           const float *ape,
+                                           KPoolPoolStore **result) {
   const char *op = "pool store";
   if (!result)
     return makeError("pool store: the result pointer is null");
@@ -216,11 +224,16 @@ KPoolError *kpoolPoolStoreCreate(const KPoolKernelSet *kernels,
   if (maxSlots < 1 || maxSlots > (int64_t(1) << 31))
     return makeError("pool store: max_slots must be in [1, 2^31], got " +
                      std::to_string(maxSlots));
+  int64_t kpool = kernels->kernels->config().kpool;
+  if (ringWindow != 0 && (ringWindow < kpool || ringWindow > (int64_t(1) << 31)))
+    return makeError("pool store: ring_window must be 0 (kpool) or in [kpool "
+                     "= " + std::to_string(kpool) + ", 2^31], got " +
+                     std::to_string(ringWindow));
   if (!ape)
     return makeError("pool store: 'ape' is null");
   auto store = std::make_unique<KPoolPoolStore>();
-  store->store =
-      std::make_unique<kpool::PoolStore>(kernels->kernels, maxSlots, ape);
+  store->store = std::make_unique<kpool::PoolStore>(kernels->kernels, maxSlots,
+                                                    ape, ringWindow);
   store->maxSlots = maxSlots;
   *result = store.release();
   return nullptr;
@@ -327,6 +340,17 @@ KPoolError *kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
                   row + d * size, size);
   }
   return nullptr;
+}
+
+int64_t kpoolPoolStoreGetRingWindow(const KPoolPoolStore *store) {
+  return store ? store->store->ringWindow() : -1;
+}
+
+KPoolError *kpoolPoolStoreAccept(KPoolPoolStore *store, uint32_t slot,
+                                 int64_t accepted) {
+  if (!store)
+    return makeError("accept: the pool store is null");
+  return wrap(store->store->accept(slot, accepted));
 }
 
 KPoolError *kpoolPoolStoreReset(KPoolPoolStore *store, uint32_t slot) {

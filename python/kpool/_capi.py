@@ -109,6 +109,10 @@ def _declare(lib):
     fn("kpoolPoolOffsets", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, c_bool)
     fn("kpoolPoolStoreCreate", _ErrorP, c_void_p, c_int64,
        ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
+    fn("kpoolPoolStoreCreateWithWindow", _ErrorP, c_void_p, c_int64,
+       c_int64, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
+    fn("kpoolPoolStoreGetRingWindow", c_int64, c_void_p)
+    fn("kpoolPoolStoreAccept", _ErrorP, c_void_p, c_uint32, c_int64)
     fn("kpoolPoolStoreDestroy", None, c_void_p)
     fn("kpoolPoolStoreStep", _ErrorP, c_void_p, _ViewP, _ViewP, c_int64, u32p,
        u32p, i64p)

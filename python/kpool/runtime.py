@@ -369,10 +369,13 @@ class PoolStore:
 
     ``ape`` is ``[kpool, head_dim]`` float32 (copied); ``dtype`` the element
     type of keys and gates ("bf16"/uint16, "f16"/float16, "f32"/float32).
+    ``ring_window`` (default ``kpool``) is the ring's rows per slot, at
+    least ``kpool``: with ``kpool + d - 1`` rows, :meth:`accept` can roll
+    back any rejected suffix of a verify step of ``1 + d`` tokens.
     """
 
-    def __init__(self, ape, max_slots, dtype, *, openmp=False,
-                 vector_size=16):
+    def __init__(self, ape, max_slots, dtype, *, ring_window=None,
+                 openmp=False, vector_size=16):
         ape = np.asarray(ape)
         if ape.dtype != np.float32:
             raise TypeError(f"pool store: 'ape' must have dtype float32, got "
@@ -388,13 +391,16 @@ class PoolStore:
         self._ape = np.ascontiguousarray(ape)
         lib = _capi.load()
         handle = ctypes.c_void_p()
-        _capi.check(lib.kpoolPoolStoreCreate(
+        _capi.check(lib.kpoolPoolStoreCreateWithWindow(
             self.kernels._handle, int(max_slots),
+            0 if ring_window is None else int(ring_window),
             self._ape.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
             ctypes.byref(handle)))
         self._lib = lib
         self._handle = handle
         self.max_slots = int(max_slots)
+        #: Ring rows per slot (``R >= kpool``).
+        self.ring_window = lib.kpoolPoolStoreGetRingWindow(handle)
 
     def close(self):
         """Frees the store (also done when it is garbage-collected)."""
@@ -458,6 +464,18 @@ class PoolStore:
             raise KPoolError(f"{op}: slot {slot} is not in [0, max_slots = "
                              f"{self.max_slots})")
         return slot
+
+    def accept(self, slot, accepted):
+        """Speculative decoding: keeps the first ``accepted`` of the tokens
+        the slot's last :meth:`step` brought, forgets its pools at and after
+        the first rejected position (the next steps re-produce them) and
+        sets its length to the step's start plus ``accepted``. Raises
+        :class:`KPoolError`, changing nothing, when ``accepted`` is out of
+        range or the ring window is too small to still hold the pending
+        pool's members (the message names the slot and the window
+        needed)."""
+        _capi.check(self._lib.kpoolPoolStoreAccept(
+            self._live(), self._slot("accept", slot), int(accepted)))
 
     def tokens(self, slot):
         """Tokens the slot has seen (its next cache length)."""

@@ -26,12 +26,26 @@ struct ProducedPool {
   bool fromRing; ///< closed by ring_close (else built by compress)
 };
 
+/// Whether an engine that ran a call bringing positions [c, end) of a
+/// request may continue it at `accepted` (c <= accepted <= end) with a ring
+/// of `window` rows: the ring must still hold the members of the pool that
+/// position `accepted` falls in, i.e. `accepted mod kpool == 0` or
+/// `end - floor(accepted / kpool) * kpool <= window`. With a window of
+/// `kpool + d - 1` rows every accepted length of a verify step of 1 + d
+/// tokens passes. This is the check `PoolStore::accept` makes, for engines
+/// that track lengths themselves.
+bool ringHoldsPending(int64_t kpool, int64_t window, int64_t accepted,
+                      int64_t end);
+
 class PoolStore {
 public:
   /// A store for requests in slots [0, maxSlots), using `kernels` and the
-  /// position embedding `ape` ([kpool, head_dim] f32, copied).
+  /// position embedding `ape` ([kpool, head_dim] f32, copied). The ring
+  /// keeps each slot's last `ringWindow` positions (`ringWindow >= kpool`;
+  /// 0 means kpool); a window wider than kpool lets `accept` roll back
+  /// rejected draft tokens (see `ringHoldsPending`).
   PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
-            const float *ape);
+            const float *ape, int64_t ringWindow = 0);
 
   /// Runs one call. `k` and `gate` hold this call's tokens ([rows,
   /// head_dim] of the kernels' element type); request b brings rows
@@ -56,14 +70,30 @@ public:
   /// (nothing for a slot outside [0, max_slots)).
   void reset(uint32_t slot);
 
+  /// Speculative decoding: of the tokens the slot's last step brought (or
+  /// what an earlier `accept` left of them), keeps the first `accepted`.
+  /// The slot's length becomes the step's start plus `accepted`, its pools
+  /// at and after the first rejected position are forgotten, and the next
+  /// step re-produces them from the tokens it brings. Fails, changing
+  /// nothing, when `accepted` is outside [0, tokens still held from the last
+  /// step] or when the ring no longer holds the members of the pool the new
+  /// length falls in (a window too small for the drafts; the message names
+  /// the slot and the window it would need).
+  Status accept(uint32_t slot, int64_t accepted);
+
+  /// The ring window R (rows per slot).
+  int64_t ringWindow() const { return window; }
+
   const KernelSet &kernels() const { return *kernelSet; }
 
 private:
   std::shared_ptr<KernelSet> kernelSet;
-  int64_t maxSlots, rowBytes;
+  int64_t maxSlots, window, rowBytes;
   std::vector<float> ape;
   std::vector<uint8_t> ring;
-  std::vector<uint32_t> seen;
+  /// Per slot: its length; where its last step began; where the last call
+  /// that wrote its ring ended.
+  std::vector<uint32_t> seen, stepBegin, ringEnd;
   std::vector<std::vector<uint8_t>> store;
 };
 

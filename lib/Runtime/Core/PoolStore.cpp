@@ -7,14 +7,22 @@
 
 using namespace kpool;
 
+bool kpool::ringHoldsPending(int64_t kpool, int64_t window, int64_t accepted,
+                             int64_t end) {
+  return accepted % kpool == 0 || end - accepted / kpool * kpool <= window;
+}
+
 PoolStore::PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
-                     const float *apeData)
+                     const float *apeData, int64_t ringWindow)
     : kernelSet(std::move(kernels)), maxSlots(maxSlots) {
   const KernelConfig &c = kernelSet->config();
+  window = ringWindow > 0 ? ringWindow : c.kpool;
   rowBytes = c.headDim * elementTypeSize(c.elementType);
   ape.assign(apeData, apeData + c.kpool * c.headDim);
-  ring.assign(maxSlots * 2 * c.kpool * rowBytes, 0);
+  ring.assign(maxSlots * 2 * window * rowBytes, 0);
   seen.assign(maxSlots, 0);
+  stepBegin.assign(maxSlots, 0);
+  ringEnd.assign(maxSlots, 0);
   store.resize(maxSlots);
 }
 
@@ -37,8 +45,40 @@ const void *PoolStore::pool(uint32_t slot, int64_t pool) const {
 void PoolStore::reset(uint32_t slot) {
   if (slot >= maxSlots)
     return;
-  seen[slot] = 0;
+  seen[slot] = stepBegin[slot] = ringEnd[slot] = 0;
   store[slot].clear();
+}
+
+Status PoolStore::accept(uint32_t slot, int64_t accepted) {
+  std::string where = "accept: slot " + std::to_string(slot) + ": ";
+  if (slot >= maxSlots)
+    return Status::error(where + "not below max_slots = " +
+                         std::to_string(maxSlots));
+  int64_t begin = stepBegin[slot], held = int64_t(seen[slot]) - begin;
+  if (accepted < 0 || accepted > held)
+    return Status::error(where + "accepted = " + std::to_string(accepted) +
+                         " is outside [0, " + std::to_string(held) +
+                         "] (the tokens held from its last step, positions " +
+                         std::to_string(begin) + ".." +
+                         std::to_string(begin + held) + ")");
+  const int64_t K = kernelSet->config().kpool;
+  int64_t length = begin + accepted, end = ringEnd[slot];
+  if (!ringHoldsPending(K, window, length, end)) {
+    int64_t first = length / K * K;
+    return Status::error(
+        where + "keeping " + std::to_string(accepted) + " token(s) (length " +
+        std::to_string(length) + ") needs positions " + std::to_string(first) +
+        ".." + std::to_string(length - 1) + " of pool " +
+        std::to_string(length / K) +
+        " in the ring, but its last call wrote up to position " +
+        std::to_string(end - 1) + " and a window of " + std::to_string(window) +
+        " rows keeps only positions " + std::to_string(end - window) +
+        " and later; a ring window of at least " + std::to_string(end - first) +
+        " rows would hold them");
+  }
+  seen[slot] = static_cast<uint32_t>(length);
+  store[slot].resize((length / K) * rowBytes);
+  return Status();
 }
 
 Status PoolStore::step(const View &k, const View &gate,
@@ -66,7 +106,7 @@ Status PoolStore::step(const View &k, const View &gate,
   View slotView = denseView(slots.data(), {batch});
   View proView = denseView(pro.data(), {batch + 1});
   View apeView = denseView(ape.data(), {c.kpool, c.headDim});
-  View ringView = denseView(ring.data(), {maxSlots, 2, c.kpool, c.headDim});
+  View ringView = denseView(ring.data(), {maxSlots, 2, window, c.headDim});
   int32_t numRequests = static_cast<int32_t>(batch);
 
   // ring_close reads the ring before seed_tail overwrites it.
@@ -107,7 +147,9 @@ Status PoolStore::step(const View &k, const View &gate,
       append(closedRows.data() + b * rowBytes, /*fromRing=*/true);
     for (uint32_t r = pro[b]; r < pro[b + 1]; ++r)
       append(pooled.data() + int64_t(r) * rowBytes, /*fromRing=*/false);
+    stepBegin[slot] = seen[slot];
     seen[slot] += iro[b + 1] - iro[b];
+    ringEnd[slot] = seen[slot];
   }
   return Status();
 }
