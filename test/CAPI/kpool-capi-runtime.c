@@ -271,6 +271,42 @@ int main(void) {
          (long long)kpoolPoolStoreGetNumPools(store, 1),
          kpoolPoolStoreGetPool(store, 1, 0) == NULL);
   kpoolPoolStoreDestroy(store);
+
+  // Speculative decoding: a ring window of K + 2 rows survives rejecting
+  // both drafts of a verify step of 3 tokens; the store forgets the pool
+  // the drafts completed and its length rolls back.
+  // CHECK: bad window: error: pool store: ring_window must be 0 (kpool) or in [kpool = 4, 2^31], got 3
+  report("bad window",
+         kpoolPoolStoreCreateWithWindow(ks, SLOTS, 3, ape, &store));
+  // CHECK: spec store: ok
+  // CHECK-NEXT: spec store window 6
+  report("spec store",
+         kpoolPoolStoreCreateWithWindow(ks, SLOTS, K + 2, ape, &store));
+  printf("spec store window %lld\n",
+         (long long)kpoolPoolStoreGetRingWindow(store));
+  uint32_t twoIro[2] = {0, 2}, threeIro[2] = {0, 3}, specSlot[1] = {2};
+  KPoolView k2 = view2(k, 2, D), g2 = view2(gate, 2, D);
+  KPoolView k3 = view2(k + 2 * D, 3, D), g3 = view2(gate + 2 * D, 3, D);
+  report("spec prefill",
+         kpoolPoolStoreStep(store, &k2, &g2, 1, twoIro, specSlot, &produced));
+  // Positions 2, 3, 4: pool 0 completes, then both drafts are rejected.
+  report("verify",
+         kpoolPoolStoreStep(store, &k3, &g3, 1, threeIro, specSlot, &produced));
+  // CHECK: verify: tokens 5 pools 1
+  printf("verify: tokens %lld pools %lld\n",
+         (long long)kpoolPoolStoreGetTokens(store, 2),
+         (long long)kpoolPoolStoreGetNumPools(store, 2));
+  // CHECK: accept 1: ok
+  report("accept 1", kpoolPoolStoreAccept(store, 2, 1));
+  // CHECK: after accept: tokens 3 pools 0
+  printf("after accept: tokens %lld pools %lld\n",
+         (long long)kpoolPoolStoreGetTokens(store, 2),
+         (long long)kpoolPoolStoreGetNumPools(store, 2));
+  // CHECK: accept 2 of 1: error: accept: slot 2: accepted = 2 is outside [0, 1]
+  report("accept 2 of 1", kpoolPoolStoreAccept(store, 2, 2));
+  // CHECK: accept on NULL: error: accept: the pool store is null
+  report("accept on NULL", kpoolPoolStoreAccept(NULL, 2, 0));
+  kpoolPoolStoreDestroy(store);
   kpoolKernelSetDestroy(ks);
   // CHECK: done
   printf("done\n");

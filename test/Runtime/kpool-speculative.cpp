@@ -135,6 +135,14 @@ Outcome runSchedule(const Config &c, std::shared_ptr<KernelSet> kernels,
       if (e.verify) {
         ++out.accepts;
         bool valid = ref::rollbackKeepsRing(K, s.window, length, end);
+        // The contract's claim: K + d - 1 rows survive any acceptance.
+        if (!valid && s.window >= K + s.drafts - 1) {
+          out.fail("the contract's condition fails for a window of " +
+                   std::to_string(s.window) + " >= K + d - 1 (length " +
+                   std::to_string(length) + ", end " + std::to_string(end) +
+                   ")");
+          return out;
+        }
         int64_t poolsBefore = store.pools(slot);
         Status st = store.accept(slot, e.accepted);
         if (valid && !st.ok()) {

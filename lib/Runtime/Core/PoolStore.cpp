@@ -58,9 +58,9 @@ Status PoolStore::accept(uint32_t slot, int64_t accepted) {
   if (accepted < 0 || accepted > held)
     return Status::error(where + "accepted = " + std::to_string(accepted) +
                          " is outside [0, " + std::to_string(held) +
-                         "] (the tokens held from its last step, positions " +
-                         std::to_string(begin) + ".." +
-                         std::to_string(begin + held) + ")");
+                         "] (the tokens held from its last step, positions [" +
+                         std::to_string(begin) + ", " +
+                         std::to_string(begin + held) + "))");
   const int64_t K = kernelSet->config().kpool;
   int64_t length = begin + accepted, end = ringEnd[slot];
   if (!ringHoldsPending(K, window, length, end)) {

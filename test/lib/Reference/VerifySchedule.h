@@ -3,8 +3,8 @@
 // Random serving schedules with speculative decoding, for the differential
 // tests of the ring window (docs/semantics.md, "Speculative decoding"):
 // per step, each request is absent, brings a chunk of prefill, one decode
-// token, or a verify step of 1 + d tokens of which a random prefix (none to
-// all) is accepted afterwards. Test-only; the drivers (the CPU PoolStore
+// token, or a verify step of 1 + d tokens (its accepted token and d
+// drafts) of which none to all drafts are accepted afterwards. Test-only; the drivers (the CPU PoolStore
 // test and the GPU check, emulated or on a device) make the token values and
 // compare every pool with a one-shot compress of the accepted sequence.
 //
@@ -90,8 +90,10 @@ inline VerifySchedule randomVerifySchedule(SplitMix &rng, int64_t kpool,
       } else if (u < 0.45) {
         e.count = e.accepted = 1; // plain decode
       } else {
-        e.count = 1 + drafts; // verify step
-        e.accepted = rng.range(0, 1 + drafts);
+        // A verify step: the request's accepted token plus `drafts` drafts,
+        // of which none to all are accepted.
+        e.count = 1 + drafts;
+        e.accepted = rng.range(1, 1 + drafts);
         e.verify = true;
       }
       s.lengths[r] += e.accepted;
