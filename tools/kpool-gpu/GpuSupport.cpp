@@ -3,6 +3,7 @@
 #include "GpuSupport.h"
 
 #include "Reference/Float.h"
+#include "kpool/Runtime/PoolStore.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -353,11 +354,13 @@ std::vector<Sequence> gpu::randomSequences(ElementType type, int64_t D,
 
 DeviceSchedule::DeviceSchedule(const KernelSet &kernels,
                                const std::vector<Sequence> &seqs,
-                               int64_t maxSlots, const std::vector<float> &ape)
+                               int64_t maxSlots, const std::vector<float> &ape,
+                               int64_t ringWindow)
     : kernels(kernels), seqs(seqs), config(kernels.config()),
       esize(elementTypeSize(config.elementType)), ape(ape),
+      window(ringWindow > 0 ? ringWindow : config.kpool),
       apeT(4, {config.kpool, config.headDim}),
-      ring(esize, {maxSlots, 2, config.kpool, config.headDim}),
+      ring(esize, {maxSlots, 2, window, config.headDim}),
       seen(seqs.size(), 0), produced(seqs.size()) {
   apeT.fill(0, bytesOf(ape));
   apeT.upload();
@@ -368,7 +371,8 @@ DeviceSchedule::DeviceSchedule(const KernelSet &kernels,
 }
 
 Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
-                            int64_t *closedFromRing) {
+                            int64_t *closedFromRing,
+                            const std::vector<int64_t> *accepted) {
   const int64_t D = config.headDim, K = config.kpool;
   std::vector<uint32_t> iro = {0}, cache, slots;
   std::vector<size_t> members; // request of each batch row
@@ -377,17 +381,30 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
     if (counts[r] < 0)
       continue;
     const Sequence &s = seqs[r];
-    if (seen[r] + counts[r] > s.length)
+    int64_t real = counts[r];
+    if (accepted && (*accepted)[r] >= 0)
+      real = std::min(real, (*accepted)[r]);
+    if (seen[r] + real > s.length)
       return Status::error("request " + std::to_string(r) + " has only " +
                            std::to_string(s.length) + " tokens");
     auto rows = [&](const std::vector<uint8_t> &v) {
       return std::make_pair(v.begin() + seen[r] * D * esize,
-                            v.begin() + (seen[r] + counts[r]) * D * esize);
+                            v.begin() + (seen[r] + real) * D * esize);
     };
     auto [k0, k1] = rows(s.keys);
     auto [g0, g1] = rows(s.gates);
     k.insert(k.end(), k0, k1);
     g.insert(g.end(), g0, g1);
+    // Rejected drafts: junk the accepted sequence never has.
+    std::vector<uint8_t> junkK = randomElements(
+        config.elementType, (counts[r] - real) * D, junk, 1.0);
+    std::vector<uint8_t> junkG = randomElements(
+        config.elementType, (counts[r] - real) * D, junk, 4.0);
+    k.insert(k.end(), junkK.begin(), junkK.end());
+    g.insert(g.end(), junkG.begin(), junkG.end());
+    int64_t reach = (seen[r] + counts[r]) / K;
+    if (reach > int64_t(produced[r].size()))
+      produced[r].resize(reach);
     iro.push_back(iro.back() + uint32_t(counts[r]));
     cache.push_back(uint32_t(seen[r]));
     slots.push_back(s.slot);
@@ -459,7 +476,27 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
     int64_t first = (int64_t(cache[b]) + K - 1) / K;
     for (uint32_t row = pro[b]; row < pro[b + 1]; ++row)
       record(r, first + (row - pro[b]), &pooled[row * D * esize], false);
-    seen[r] += counts[r];
+    int64_t begin = seen[r], end = begin + counts[r];
+    seen[r] = end;
+    if (!accepted || (*accepted)[r] < 0)
+      continue;
+    // Roll back to the accepted length: forget the pools at and after the
+    // first rejected position; later calls produce them again.
+    int64_t length = begin + (*accepted)[r];
+    if (!ringHoldsPending(K, window, length, end))
+      return Status::error(
+          "request " + std::to_string(r) + ": a ring window of " +
+          std::to_string(window) + " cannot roll back to length " +
+          std::to_string(length) + " after a call that ended at " +
+          std::to_string(end));
+    seen[r] = length;
+    for (int64_t p = length / K; p < int64_t(produced[r].size()); ++p) {
+      Produced &forgotten = produced[r][p];
+      totalProduced -= forgotten.times;
+      if (forgotten.fromRing)
+        totalFromRing -= forgotten.times;
+      forgotten = Produced();
+    }
   }
   totalFromRing += fromRing;
   if (pools)

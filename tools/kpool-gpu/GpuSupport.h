@@ -168,15 +168,26 @@ std::vector<Sequence> randomSequences(ElementType type, int64_t D,
 /// and keeps every pool produced, on the host, to check it.
 class DeviceSchedule {
 public:
+  /// `ringWindow`: rows per ring slot (>= kpool; 0 for kpool).
   DeviceSchedule(const KernelSet &kernels, const std::vector<Sequence> &seqs,
-                 int64_t maxSlots, const std::vector<float> &ape);
+                 int64_t maxSlots, const std::vector<float> &ape,
+                 int64_t ringWindow = 0);
 
   /// One call: `counts[r]` more tokens of request r (-1: r is not in this
   /// call). Validates every op's metadata on the host (Validation::Check).
   /// Adds to the pools produced; `closedFromRing` counts those ring_close
   /// produced in this call.
+  ///
+  /// Speculative decoding: with `accepted`, a request r with
+  /// `accepted[r] >= 0` brings its next `accepted[r]` tokens followed by
+  /// `counts[r] - accepted[r]` junk tokens (rejected drafts), and after the
+  /// call rolls back to the accepted length, as an engine does: it checks
+  /// the contract's condition (kpool::ringHoldsPending; an error if the
+  /// ring window is too small) and forgets the pools at and after the first
+  /// rejected position.
   Status step(const std::vector<int64_t> &counts, int64_t *pools,
-              int64_t *closedFromRing);
+              int64_t *closedFromRing,
+              const std::vector<int64_t> *accepted = nullptr);
 
   /// Tokens of request r seen so far.
   int64_t done(size_t r) const { return seen[r]; }
@@ -210,7 +221,9 @@ private:
   KernelConfig config;
   int64_t esize;
   std::vector<float> ape;
+  int64_t window;
   Tensor apeT, ring;
+  std::mt19937 junk{0x6a756e6b};
   std::vector<int64_t> seen;
   std::vector<std::vector<Produced>> produced; // [request][pool]
   int64_t totalProduced = 0, totalFromRing = 0;

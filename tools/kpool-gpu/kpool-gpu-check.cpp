@@ -26,7 +26,11 @@
 //      untouched);
 //  (e) Validation::Check on device-resident metadata rejects bad metadata
 //      with a message naming the request and the field, and launches
-//      nothing.
+//      nothing;
+//  (f) speculative decoding: random verify schedules (1 + d tokens, junk
+//      drafts, random acceptance) with a ring window R >= K + d - 1 and
+//      rollback by accepted length; every pool bit-identical to a one-shot
+//      compress of the accepted sequence.
 //
 // Prints one line per case (PASS/FAIL, with its measurements; --verbose
 // adds a line per check) and `N passed, M failed`; exits 1 on failure, 2
@@ -49,10 +53,12 @@
 #endif
 
 #include "GpuSupport.h"
+#include "Reference/VerifySchedule.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -505,6 +511,80 @@ void caseSchedule(const KernelSet &kernels) {
 }
 
 //===----------------------------------------------------------------------===//
+// (f) speculative decoding: random verify schedules with rollback
+//===----------------------------------------------------------------------===//
+
+/// `count` random verify schedules (test/lib/Reference/VerifySchedule.h):
+/// verify steps of 1 + d tokens (d = 1..7) whose rejected drafts are junk,
+/// mixed with decode and chunked prefill, a ring window R >= K + d - 1 on
+/// the device; after every rollback and in the end each request's pools
+/// are bit-identical to a one-shot compress of its accepted sequence.
+void caseSpeculative(const KernelSet &kernels, int64_t count) {
+  const KernelConfig &config = kernels.config();
+  const int64_t K = config.kpool, D = config.headDim;
+  Case c(describe(config) + ": (f) " + std::to_string(count) +
+         " random verify schedules, R >= K + d - 1, vs one-shot of the "
+         "accepted sequence");
+  reference::SplitMix pick(0x5bec + K * 131 + D);
+  std::mt19937 rng(29);
+  std::normal_distribution<float> apeDist(0.f, 2.f);
+  int64_t ok = 0, steps = 0, verifies = 0, pools = 0;
+  std::string firstFailure;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t d = pick.range(1, 7);
+    int64_t window = K + d - 1 + (pick.unit() < 0.3 ? pick.range(1, 5) : 0);
+    reference::VerifySchedule plan =
+        reference::randomVerifySchedule(pick, K, d, window);
+    std::vector<Sequence> seqs = randomSequences(
+        config.elementType, D, plan.slots, plan.lengths, rng);
+    std::vector<float> ape(K * D);
+    for (float &a : ape)
+      a = apeDist(rng);
+    DeviceSchedule schedule(kernels, seqs, 6, ape, window);
+    Status status;
+    for (const auto &step : plan.steps) {
+      std::vector<int64_t> counts(seqs.size(), -1), accepted(seqs.size(), -1);
+      for (const reference::VerifyEntry &e : step) {
+        counts[e.request] = e.count;
+        if (e.verify) {
+          accepted[e.request] = e.accepted;
+          ++verifies;
+        }
+      }
+      status = schedule.step(counts, nullptr, nullptr, &accepted);
+      ++steps;
+      if (!status.ok())
+        break;
+    }
+    DeviceSchedule::Report r;
+    if (status.ok())
+      r = schedule.checkAgainstOneShot(firstFailure.empty() ? "  " : "");
+    bool good = status.ok() && r.missing == 0 && r.duplicated == 0 &&
+                r.differ == 0 && r.checked == r.produced;
+    for (size_t q = 0; good && q < seqs.size(); ++q)
+      good = schedule.done(q) == plan.lengths[q];
+    pools += r.checked;
+    if (good) {
+      ++ok;
+    } else if (firstFailure.empty()) {
+      firstFailure = "schedule " + std::to_string(i) + " (" +
+                     plan.describe() + ")" +
+                     (status.ok() ? "" : ": " + status.message());
+    }
+  }
+  c.check(ok == count, "every schedule's pools bit-identical to one-shot "
+                       "compress of its accepted sequence, each pool "
+                       "produced once after rollback" +
+                           (firstFailure.empty() ? ""
+                                                 : "; first failure: " +
+                                                       firstFailure));
+  c.note(std::to_string(ok) + " of " + std::to_string(count) +
+         " schedules exact, " + std::to_string(steps) + " calls, " +
+         std::to_string(verifies) + " verify steps rolled back, " +
+         std::to_string(pools) + " pools checked");
+}
+
+//===----------------------------------------------------------------------===//
 // (c) strided views against dense ones, on the device
 //===----------------------------------------------------------------------===//
 
@@ -674,11 +754,18 @@ void caseValidation(const KernelSet &kernels) {
 } // namespace
 
 int main(int argc, char **argv) {
+  int64_t speculative = 2000;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--verbose" || std::string(argv[i]) == "-v") {
+    std::string arg = argv[i];
+    if (arg == "--verbose" || arg == "-v") {
       verbose = true;
+    } else if (arg.rfind("--speculative=", 0) == 0) {
+      speculative = std::atoll(arg.c_str() + 14);
     } else {
-      std::fprintf(stderr, "usage: %s [--verbose]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--verbose] [--speculative=<schedules per "
+                   "configuration>]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -702,6 +789,7 @@ int main(int argc, char **argv) {
     caseSchedule(kernels);
     caseStrided(kernels);
     caseBadMetadata(kernels);
+    caseSpeculative(kernels, speculative);
   }
   caseValidation(*sets[0]);
   caseValidation(*sets[3]);
