@@ -470,6 +470,9 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
           Value slot = e.loadU32(slots, bIdx);
           e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, numSlots), [&] {
             auto [begin, end] = e.ringTail(req, window);
+            // One remainder per request: the rows of the (at most R)
+            // positions follow from the first one's.
+            Value firstRow = e.ringRow(begin, window);
             auto loop = scf::ForOp::create(rewriter, loc, e.toIndex(begin),
                                            e.toIndex(end), e.idx(1));
             OpBuilder::InsertionGuard guard(rewriter);
@@ -478,7 +481,9 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
             Value row = arith::AddIOp::create(
                 rewriter, loc, req.start,
                 arith::SubIOp::create(rewriter, loc, q, req.cached));
-            Value member = e.toIndex(e.ringRow(q, window));
+            Value member = e.toIndex(e.ringRowAfter(
+                firstRow, arith::SubIOp::create(rewriter, loc, q, begin),
+                window));
             auto ringRow = [&](int64_t which) {
               return e.channelView(
                   tail,

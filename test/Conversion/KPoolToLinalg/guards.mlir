@@ -65,9 +65,9 @@ func.func @compress_dynamic_extents(%k: memref<?x?xbf16>,
 //       CHECK:     scf.parallel
 //       CHECK:       arith.subi %{{.*}}, %[[W]] : i64
 //       CHECK:       arith.maxsi
-//       CHECK:       scf.for %[[Q:.*]] =
-//       CHECK:         %[[QI:.*]] = arith.index_castui %[[Q]] : index to i64
-//       CHECK:         arith.remui %[[QI]], %[[W]] : i64
+//       CHECK:       arith.remui %{{.*}}, %[[W]] : i64
+//       CHECK:       scf.for
+//       CHECK:         arith.cmpi uge, %{{.*}}, %[[W]] : i64
 //       CHECK:       linalg.copy
 func.func @seed_tail_dynamic_ring(%tail: memref<?x?x?x?xf16>,
     %k: memref<?x16xf16>, %gate: memref<?x16xf16>, %iro: memref<?xui32>,

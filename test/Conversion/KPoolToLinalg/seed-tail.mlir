@@ -23,11 +23,18 @@
 //       CHECK:       %[[END:.*]] = arith.addi
 //       CHECK:       %[[LAST:.*]] = arith.subi %[[END]], %[[R:.*]] : i64
 //       CHECK:       %[[BEGIN:.*]] = arith.maxsi %[[LAST]], %{{.*}} : i64
+// One remainder per request: the first position's ring row.
+//       CHECK:       %[[ROW0:.*]] = arith.remui %[[BEGIN]], %[[R]] : i64
 //       CHECK:       %[[LB:.*]] = arith.index_castui %[[BEGIN]] : i64 to index
 //       CHECK:       %[[UB:.*]] = arith.index_castui %[[END]] : i64 to index
 //       CHECK:       scf.for %[[Q:.*]] = %[[LB]] to %[[UB]] step %{{.*}} {
-// Ring row q mod R of the slot, never the batch row.
-//       CHECK:         %[[MEMBER:.*]] = arith.remui %{{.*}}, %[[R]] : i64
+// Ring row q mod R of the slot, never the batch row: the first row plus
+// q - begin, less R where it wraps.
+//       CHECK:         %[[OFF:.*]] = arith.subi %{{.*}}, %[[BEGIN]] : i64
+//       CHECK:         %[[NEXT:.*]] = arith.addi %[[ROW0]], %[[OFF]] : i64
+//       CHECK:         %[[WRAPS:.*]] = arith.cmpi uge, %[[NEXT]], %[[R]] : i64
+//       CHECK:         %[[LESS:.*]] = arith.subi %[[NEXT]], %[[R]] : i64
+//       CHECK:         %[[MEMBER:.*]] = arith.select %[[WRAPS]], %[[LESS]], %[[NEXT]] : i64
 //       CHECK:         %[[M:.*]] = arith.index_castui %[[MEMBER]] : i64 to index
 //       CHECK:         %[[SRCK:.*]] = memref.subview %[[K]][%{{.*}}, 0] [1, 128] [1, 1]
 //       CHECK:         %[[S0:.*]] = arith.index_castui %[[SLOT]] : i64 to index
@@ -84,8 +91,9 @@ func.func @seed_tail_kpool1(%tail: memref<?x2x1x16xf32>, %k: memref<?x16xf32>,
 //       CHECK:   %[[R:.*]] = arith.constant 6 : i64
 //       CHECK:   scf.parallel
 //       CHECK:       arith.subi %{{.*}}, %[[R]] : i64
+//       CHECK:       arith.remui %{{.*}}, %[[R]] : i64
 //       CHECK:       scf.for
-//       CHECK:         arith.remui %{{.*}}, %[[R]] : i64
+//       CHECK:         arith.cmpi uge, %{{.*}}, %[[R]] : i64
 //       CHECK:         linalg.copy
 func.func @seed_tail_window(%tail: memref<?x2x6x128xbf16>,
     %k: memref<?x128xbf16>, %gate: memref<?x128xbf16>, %iro: memref<?xui32>,

@@ -123,14 +123,17 @@ SmallVector<Value> MetadataBuilder::memberRingRows(Value id, Value window) {
     return rows;
   }
   Value base = ringRow(arith::MulIOp::create(b, loc, id, i64(kpool)), window);
-  for (int64_t m = 0; m < kpool; ++m) {
-    Value row = arith::AddIOp::create(b, loc, base, i64(m));
-    Value wraps =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, row, window);
-    rows.push_back(arith::SelectOp::create(
-        b, loc, wraps, arith::SubIOp::create(b, loc, row, window), row));
-  }
+  for (int64_t m = 0; m < kpool; ++m)
+    rows.push_back(m == 0 ? base : ringRowAfter(base, i64(m), window));
   return rows;
+}
+
+Value MetadataBuilder::ringRowAfter(Value row, Value offset, Value window) {
+  Value next = arith::AddIOp::create(b, loc, row, offset);
+  Value wraps =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, next, window);
+  return arith::SelectOp::create(
+      b, loc, wraps, arith::SubIOp::create(b, loc, next, window), next);
 }
 
 Value MetadataBuilder::clampNumRequests(Value numRequests, Value batch) {

@@ -76,6 +76,11 @@ public:
   /// `window` rows: `position mod R`.
   Value ringRow(Value position, Value window);
 
+  /// The ring row `offset` (i64, `0 <= offset < R`) positions after ring row
+  /// `row`: `row + offset`, less `R` when that wraps. A conditional
+  /// subtraction, so that a loop over positions pays one remainder in all.
+  Value ringRowAfter(Value row, Value offset, Value window);
+
   /// The ring rows of the `kpool` members of pool `id` (i64) in a ring of
   /// `window` rows: `(id*K + m) mod R`. One division per pool (members
   /// follow with a conditional subtraction, as `m < K <= R`); constants `m`
