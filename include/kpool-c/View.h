@@ -29,8 +29,16 @@ typedef struct KPoolView {
   int64_t strides[KPOOL_MAX_RANK];
 } KPoolView;
 
-/// Element types of keys, gates, pooled keys and the ring.
+/// Element types of keys, gates, pooled keys and the ring. C callers (and
+/// ctypes) may pass any int; the C API rejects values that are not one of
+/// these. In C++ the enum has a fixed underlying type so that such a value
+/// is a valid enum value, not undefined behaviour (UBSan's -fsanitize=enum
+/// caught kpoolKernelSetCreate loading 7); the ABI is the same 32-bit int.
+#ifdef __cplusplus
+typedef enum KPoolElementType : int {
+#else
 typedef enum KPoolElementType {
+#endif
   KPOOL_BF16 = 0,
   KPOOL_F16 = 1,
   KPOOL_F32 = 2,
