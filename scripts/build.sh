@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # Configures (once) and builds kpool into ${KPOOL_BUILD_DIR:-build}.
+# KPOOL_SANITIZE=address,undefined (at the first configure of a build tree)
+# builds kpool's code with those sanitizers; see docs/testing.md:
+#   KPOOL_BUILD_DIR=build-asan KPOOL_SANITIZE=address,undefined \
+#     scripts/build.sh check-kpool-sanitize
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${KPOOL_BUILD_DIR:-$root/build}"
@@ -9,6 +13,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
     -DLLVM_USE_LINKER=lld \
-    -DCMAKE_INSTALL_PREFIX="$build/install"
+    -DCMAKE_INSTALL_PREFIX="$build/install" \
+    -DKPOOL_SANITIZE="${KPOOL_SANITIZE:-}"
 fi
 ninja -C "$build" "$@"

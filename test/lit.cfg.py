@@ -81,7 +81,6 @@ if os.path.exists(_python_numpy) and subprocess.call(
         [_python_numpy, "-c", "import numpy, pytest"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("python-numpy")
-    config.substitutions.append(("%kpool_python", _python_numpy))
 
 
 def _read_cmake_cache(path):
@@ -113,3 +112,22 @@ if _cache.get("CMAKE_COMMAND") and _cache.get("CMAKE_CXX_COMPILER"):
                                  else ""))
     # After %cmake_* (lit substitutes in order, and %cmake is a prefix).
     config.substitutions.append(("%cmake", _cache["CMAKE_COMMAND"]))
+
+# A sanitized build (KPOOL_SANITIZE, docs/testing.md): every report is fatal,
+# leaks are checked in the C and C++ programs, and Python, which is not
+# instrumented, preloads the sanitizer runtime before it loads the
+# instrumented libKPoolCAPI.so (its own allocations are not leak-checked).
+_python_cmd = _python_numpy
+_sanitize = _cache.get("KPOOL_SANITIZE", "")
+if _sanitize:
+    config.available_features.add("sanitized")
+    config.environment["ASAN_OPTIONS"] = (
+        "abort_on_error=1:detect_leaks=1:strict_string_checks=1:"
+        "check_initialization_order=1:detect_stack_use_after_return=1")
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    _runtime = _cache.get("KPOOL_ASAN_RUNTIME", "")
+    if "address" in _sanitize and _runtime:
+        _python_cmd = ("env LD_PRELOAD=%s ASAN_OPTIONS=abort_on_error=1:"
+                       "detect_leaks=0 %s" % (_runtime, _python_numpy))
+if "python-numpy" in config.available_features:
+    config.substitutions.append(("%kpool_python", _python_cmd))

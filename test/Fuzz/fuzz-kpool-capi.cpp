@@ -227,7 +227,8 @@ struct Operand {
     snapshot.assign(span(), span() + spanElems * esize);
   }
   bool unchanged() const {
-    return memcmp(snapshot.data(), span(), snapshot.size()) == 0;
+    return snapshot.empty() ||
+           memcmp(snapshot.data(), span(), snapshot.size()) == 0;
   }
   /// Canaries intact, the gaps between elements unchanged, and the whole
   /// span unchanged for inputs.
@@ -313,9 +314,12 @@ void build(Operand &op, const OperandSpec &spec, Bytes &in) {
       op.view.data = op.span();
       op.spanElems = 0;
       return;
-    case 3: // a negative size
-      if (v.rank)
-        v.sizes[in.range(0, v.rank - 1)] = in.chance(128) ? -1 : INT64_MIN;
+    case 3: // a negative size (INT64_MIN only first: the validator
+            // multiplies sizes unchecked, finding 1)
+      if (v.rank) {
+        int64_t d = in.range(0, v.rank - 1);
+        v.sizes[d] = d == 0 && in.chance(128) ? INT64_MIN : -1;
+      }
       break;
     case 4: // a NULL view
       op.nullView = true;
