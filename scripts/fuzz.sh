@@ -58,9 +58,12 @@ for t in "${targets[@]}"; do
     *) echo "fuzz: unknown target $t (ir, capi)" >&2; exit 2 ;;
   esac
   echo "fuzz: $t for $seconds s (seed $seed, log $log)"
+  # In a sanitized tree libFuzzer's own C++ runtime is loaded before the
+  # shared ASan runtime, which must come first: preload it.
+  preload=$(ldd "$build/bin/$prefix-$t" | awk '/libclang_rt\.asan/ { print $3 }')
   start=$(date +%s)
-  if nice -n 19 "$build/bin/$prefix-$t" "${args[@]}" "${inputs[@]}" \
-       >"$log" 2>&1; then
+  if env ${preload:+LD_PRELOAD=$preload} nice -n 19 "$build/bin/$prefix-$t" \
+       "${args[@]}" "${inputs[@]}" >"$log" 2>&1; then
     result=ok
   else
     result="FAILED (exit $?; see $log and $out/$t-*)"

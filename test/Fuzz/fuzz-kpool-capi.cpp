@@ -125,9 +125,12 @@ std::string trace;
 struct Config {
   KPoolElementType type;
   int64_t headDim, kpool, vectorSize;
+  bool openmp;
 };
-const Config kConfigs[] = {
-    {KPOOL_F32, 4, 3, 16}, {KPOOL_BF16, 8, 4, 16}, {KPOOL_F16, 3, 1, 0}};
+const Config kConfigs[] = {{KPOOL_F32, 4, 3, 16, false},
+                           {KPOOL_BF16, 8, 4, 16, false},
+                           {KPOOL_F16, 3, 1, 0, false},
+                           {KPOOL_F32, 5, 2, 4, true}};
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 KPoolKernelSet *kernelSet(int i) {
@@ -135,8 +138,8 @@ KPoolKernelSet *kernelSet(int i) {
   if (!sets[i]) {
     const Config &c = kConfigs[i];
     KPoolError *e =
-        kpoolKernelSetCreate(c.type, c.headDim, c.kpool, false, c.vectorSize,
-                             &sets[i]);
+        kpoolKernelSetCreate(c.type, c.headDim, c.kpool, c.openmp,
+                             c.vectorSize, &sets[i]);
     if (e)
       fail(std::string("cannot compile a menu kernel set: ") +
            kpoolErrorMessage(e));
@@ -162,6 +165,60 @@ bool isFinite(const uint8_t *p, KPoolElementType t) {
   if (t == KPOOL_BF16)
     return (h & 0x7f80) != 0x7f80;
   return (h & 0x7c00) != 0x7c00;
+}
+
+double toDouble(const uint8_t *p, KPoolElementType t) {
+  if (t == KPOOL_F32) {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  memcpy(&h, p, 2);
+  if (t == KPOOL_BF16) {
+    uint32_t bits = uint32_t(h) << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  double v = exp == 0 ? std::ldexp(man, -24)
+                      : std::ldexp(1024 + man, exp - 25); // no inf/NaN here
+  return (h & 0x8000) ? -v : v;
+}
+
+/// The pooling function in double precision over K members (keys, gates
+/// and ape rows given per member as element pointers into their rows);
+/// checks `out` against it within the output type's rounding.
+void checkPool(const std::string &what, const uint8_t *out, int64_t outStride,
+               const std::vector<const uint8_t *> &keys,
+               const std::vector<const uint8_t *> &gates, int64_t memberStride,
+               const float *ape, int64_t apeRow, int64_t apeCol,
+               KPoolElementType t, int64_t D) {
+  int64_t K = static_cast<int64_t>(keys.size());
+  int64_t es = t == KPOOL_F32 ? 4 : 2;
+  for (int64_t d = 0; d < D; ++d) {
+    std::vector<double> z(K);
+    double m = -INFINITY, sum = 0, acc = 0, scale = 0;
+    for (int64_t j = 0; j < K; ++j) {
+      z[j] = toDouble(gates[j] + d * memberStride * es, t) +
+             ape[j * apeRow + d * apeCol];
+      m = std::max(m, z[j]);
+    }
+    for (int64_t j = 0; j < K; ++j) {
+      double e = std::exp(z[j] - m), key = toDouble(keys[j] + d * memberStride * es, t);
+      sum += e;
+      acc += e * key;
+      scale = std::max(scale, std::fabs(key));
+    }
+    double ref = acc / sum;
+    double got = toDouble(out + d * outStride * es, t);
+    double tol = (t == KPOOL_F32 ? 1e-5 : 1e-2) * scale + 1e-6;
+    CHECK(std::fabs(got - ref) <= tol,
+          what + ": channel " + std::to_string(d) + " is " +
+              std::to_string(got) + ", the pool of its members is " +
+              std::to_string(ref));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -750,14 +807,20 @@ void fuzzCompress(Call &call, Bytes &in) {
                         po = readMetadata(pro, batch + 1),
                         cl = readMetadata(cache, batch);
   std::vector<char> claimed(std::max<int64_t>(Prows, 0), 0);
+  // The one request and pool that claims a row (-1: several).
+  std::vector<std::pair<int64_t, int64_t>> owner(claimed.size(), {-1, -1});
   for (int64_t b = 0; b < batch; ++b) {
     if (!validRows(io, b, rowsK))
       continue;
     int64_t count = poolCount(cl[b], io[b + 1] - io[b], c.kpool);
     int64_t range = int64_t(po[b + 1]) - int64_t(po[b]);
     for (int64_t j = 0; j < std::min(count, range); ++j)
-      if (int64_t(po[b]) + j < Prows)
-        claimed[po[b] + j] = 1;
+      if (int64_t(po[b]) + j < Prows) {
+        int64_t r = po[b] + j;
+        owner[r] = claimed[r] ? std::make_pair(int64_t(-1), int64_t(-1))
+                              : std::make_pair(b, j);
+        claimed[r] = 1;
+      }
   }
   // Finding 6: with non-monotone pool_row_offsets a valid request's rows
   // may be skipped (the kernel binary-searches the offsets).
@@ -774,6 +837,33 @@ void fuzzCompress(Call &call, Bytes &in) {
               "compress: claimed row " + std::to_string(r) +
                   " not written (or not finite)");
     }
+  // A row one request claims holds that request's pool, whatever the other
+  // requests' metadata says (finding 6 aside).
+  if (!monotone || !k.backed || !gate.backed || !ape.backed)
+    return;
+  const float *apeData = static_cast<const float *>(ape.view.data);
+  for (int64_t r = 0; r < Prows; ++r) {
+    auto [b, j] = owner[r];
+    if (b < 0)
+      continue;
+    int64_t first = (int64_t(cl[b]) + c.kpool - 1) / c.kpool;
+    int64_t skip = first * c.kpool - cl[b];
+    std::vector<const uint8_t *> keys, gates;
+    for (int64_t m = 0; m < c.kpool; ++m) {
+      int64_t row = io[b] + skip + j * c.kpool + m;
+      keys.push_back(k.at({row, 0}));
+      gates.push_back(gate.at({row, 0}));
+    }
+    // Keys and gates share the channel stride only when their views do.
+    if (k.view.strides[1] != gate.view.strides[1])
+      continue;
+    checkPool("compress: row " + std::to_string(r) + " (request " +
+                  std::to_string(b) + ", pool " + std::to_string(first + j) +
+                  ")",
+              pooled.at({r, 0}), pooled.view.strides[1], keys, gates,
+              k.view.strides[1], apeData, ape.view.strides[0],
+              ape.view.strides[1], c.type, c.headDim);
+  }
 }
 
 /// seed_tail and ring_close share their operands.
@@ -957,6 +1047,28 @@ void fuzzRingClose(Call &call, Bytes &in) {
                                        std::to_string(b) + " not finite");
       }
     }
+    // The closed pool: ring members first, then this call's rows.
+    if (expect < 0 || !r.k.backed || !r.gate.backed || !ape.backed ||
+        !r.tail.backed || r.k.view.strides[1] != r.gate.view.strides[1] ||
+        r.k.view.strides[1] != r.tail.view.strides[3])
+      continue;
+    int64_t held = cl[b] % K, R = r.tail.view.sizes[2];
+    std::vector<const uint8_t *> keys, gates;
+    for (int64_t m = 0; m < K; ++m) {
+      if (m < held) {
+        int64_t ringRow = (expect * K + m) % R;
+        keys.push_back(r.tail.at({sl[b], 0, ringRow, 0}));
+        gates.push_back(r.tail.at({sl[b], 1, ringRow, 0}));
+      } else {
+        keys.push_back(r.k.at({io[b] + m - held, 0}));
+        gates.push_back(r.gate.at({io[b] + m - held, 0}));
+      }
+    }
+    checkPool("ring_close: row " + std::to_string(b) + " (pool " +
+                  std::to_string(expect) + ")",
+              pooled.at({b, 0}), pooled.view.strides[1], keys, gates,
+              r.k.view.strides[1], static_cast<const float *>(ape.view.data),
+              ape.view.strides[0], ape.view.strides[1], c.type, D);
   }
 }
 
