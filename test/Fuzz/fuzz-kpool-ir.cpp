@@ -7,7 +7,8 @@
 //
 // It is parsed and verified with every dialect kpool-opt registers, then
 // each of these runs in-process on its own copy of the module:
-// convert-kpool-to-linalg alone, kpool-lower-to-llvm (and the translation to
+// convert-kpool-to-linalg, kpool-vectorize-pool-rows and kpool-map-to-gpu
+// alone, kpool-lower-to-llvm (and the translation to
 // LLVM IR when it succeeds), and kpool-lower-to-nvvm with format=isa (PTX
 // text, no ptxas). A parse, verify or pass failure is a fine outcome; a
 // crash, an abort or a hang is a bug (the driver or libFuzzer saves the
@@ -16,7 +17,9 @@
 // The custom mutator edits the text the way bugs hide in IR: integers
 // replaced by edge values, element and index types swapped, `?` and static
 // sizes exchanged, lines deleted, duplicated or swapped, tokens of the kpool
-// syntax inserted, and the option line changed.
+// syntax inserted, the option line changed, and kpool ops lowered by
+// convert-kpool-to-linalg (so that kpool-vectorize-pool-rows and
+// kpool-map-to-gpu, also run alone, see mutated lowered IR).
 //
 // Known, not yet fixed (tracker issue 9), kept out so the suite stays green:
 //   finding 3: chip=, features=, format=, cuda-toolkit=, ptxas-options= and
@@ -30,7 +33,9 @@
 #include "kpool/InitAll.h"
 #include "kpool/Pipelines/Pipelines.h"
 #include "kpool/Conversion/Passes.h"
+#include "kpool/Dialect/KPool/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -45,6 +50,7 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -181,9 +187,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   // convert-kpool-to-linalg alone (it wants buffers; on tensors it fails or
-  // leaves them alone).
+  // leaves them alone), and the two passes that work on its output, alone
+  // on the input (the mutator sometimes lowers its input first, so they see
+  // mutated kpool.pool_row generics).
   stats.linalg += runPipeline(ctx, *module, [](OpPassManager &pm) {
     pm.addPass(kpool::createConvertKPoolToLinalgPass());
+  });
+  runPipeline(ctx, *module, [](OpPassManager &pm) {
+    pm.addPass(kpool::createKPoolVectorizePoolRowsPass());
+  });
+  runPipeline(ctx, *module, [](OpPassManager &pm) {
+    pm.addNestedPass<func::FuncOp>(kpool::createKPoolMapToGPUPass());
   });
 
   if (auto llvmOptions = kpool::LowerToLLVMOptions::createFromString(llvmOpts);
@@ -328,9 +342,36 @@ std::vector<std::pair<size_t, size_t>> lineSpans(const std::string &s) {
   return spans;
 }
 
+/// Replaces `s` by its convert-kpool-to-linalg output, when it parses and
+/// lowers (the option line is kept).
+void lowerToLinalg(std::string &s) {
+  if (!registry)
+    LLVMFuzzerInitialize(nullptr, nullptr);
+  MLIRContext ctx(*registry, MLIRContext::Threading::DISABLED);
+  ScopedDiagnosticHandler quiet(&ctx, [](Diagnostic &) { return success(); });
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(s, &ctx);
+  if (!module)
+    return;
+  PassManager pm(&ctx);
+  pm.addPass(kpool::createConvertKPoolToLinalgPass());
+  if (failed(pm.run(*module)))
+    return;
+  std::string options;
+  if (s.compare(0, 14, "// kpool-fuzz:") == 0)
+    options = s.substr(0, s.find('\n') + 1);
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  module->print(os);
+  s = options + out;
+}
+
 void mutateOnce(std::string &s, std::mt19937_64 &rng) {
   auto pick = [&](size_t n) { return n ? static_cast<size_t>(rng() % n) : 0; };
-  switch (rng() % 12) {
+  switch (rng() % 13) {
+  case 12: // lower, so that later mutations edit the lowered IR
+    if (s.find("kpool.") != std::string::npos && rng() % 2)
+      lowerToLinalg(s);
+    return;
   case 0:
   case 1:
   case 2: { // an integer to an edge value
