@@ -26,6 +26,21 @@ using namespace mlir::kpool;
 
 namespace {
 
+/// The widest vector the pass emits. Wider ones only multiply compile time:
+/// LLVM's x86 backend took a minute on 1024-channel vectors and aborted
+/// ("SmallVector unable to grow") on 65536-channel ones.
+constexpr int64_t kMaxVectorSize = 64;
+
+/// The channel count of a pooled row: its one static, positive loop range,
+/// or 0 for anything else (such a row stays scalar).
+int64_t channels(linalg::GenericOp op) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (ranges.size() != 1 || ShapedType::isDynamic(ranges.front()) ||
+      ranges.front() < 1)
+    return 0;
+  return ranges.front();
+}
+
 /// True when every operand of the row has a static unit innermost stride,
 /// so that each vector tile is one contiguous load or store. Rows over other
 /// views (the slow path of the lowering's stride versioning) stay scalar.
@@ -50,7 +65,7 @@ struct KPoolVectorizePoolRowsPass
                              SmallVectorImpl<Operation *> &exps) {
     // Full tiles only: the widest vector up to `vector-size` that divides
     // head_dim (16 for the production 128), so no tile needs a mask.
-    int64_t headDim = op.getStaticLoopRanges().front();
+    int64_t headDim = channels(op);
     int64_t width = std::min<int64_t>(vectorSize, headDim);
     while (headDim % width != 0)
       --width;
@@ -78,6 +93,13 @@ struct KPoolVectorizePoolRowsPass
   }
 
   void runOnOperation() override {
+    if (vectorSize < 0 || vectorSize > kMaxVectorSize) {
+      getOperation()->emitError()
+          << "kpool-vectorize-pool-rows: vector-size must be in [0, "
+          << kMaxVectorSize << "] (0 keeps rows scalar), got "
+          << static_cast<int64_t>(vectorSize);
+      return signalPassFailure();
+    }
     SmallVector<linalg::GenericOp> rows;
     getOperation()->walk([&](linalg::GenericOp op) {
       if (op->hasAttr(kPoolRowAttrName))
@@ -89,7 +111,9 @@ struct KPoolVectorizePoolRowsPass
     IRRewriter rewriter(&getContext());
     SmallVector<Operation *> exps;
     for (linalg::GenericOp op : rows) {
-      if (vectorSize <= 0 || !hasUnitInnerStrides(op)) {
+      // Rows that are not one static channel loop (only hand-written IR
+      // has them) stay scalar too.
+      if (vectorSize == 0 || !hasUnitInnerStrides(op) || channels(op) == 0) {
         op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
         continue;
       }

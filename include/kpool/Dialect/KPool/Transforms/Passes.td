@@ -14,14 +14,16 @@ def KPoolVectorizePoolRowsPass : Pass<"kpool-vectorize-pool-rows"> {
     `head_dim` (16 for the production 128; no tile needs a mask) and
     vectorizes each tile into contiguous vector loads and stores. Rows whose
     operands do not all have a static unit innermost stride (the general-
-    stride path of the lowering) stay scalar. The `math.exp` of those rows, vector or scalar, is then
+    stride path of the lowering), and tagged ops that are not one static,
+    non-empty channel loop, stay scalar. The `math.exp` of those rows, vector or scalar, is then
     rewritten with MLIR's polynomial approximation, so that every channel of
     every op uses the same arithmetic (`ring_close` and `compress` stay bit
     identical) and no libm call is left in the loop.
   }];
   let options = [
     Option<"vectorSize", "vector-size", "int64_t", /*default=*/"16",
-           "channels per vector; 0 keeps the channel loops scalar (exp is "
+           "channels per vector, at most 64 (wider vectors only multiply "
+           "LLVM's compile time); 0 keeps the channel loops scalar (exp is "
            "still approximated)">,
   ];
   let dependentDialects = [
