@@ -876,7 +876,12 @@ struct RingOperands {
 void buildRing(Call &call, Bytes &in, RingOperands &r, Role tailRole) {
   const Config &c = call.c;
   int64_t es = elementSize(c.type), B = call.batch, T = call.rows;
-  build(r.tail, {"tail", tailRole, es, {call.slots, 2, c.kpool, c.headDim},
+  // The ring window: kpool rows, or more (speculative decoding), or
+  // sometimes fewer (an error).
+  int64_t window = c.kpool + (in.chance(96) ? in.range(1, 3) : 0);
+  if (in.chance(6))
+    window = in.range(0, c.kpool - 1);
+  build(r.tail, {"tail", tailRole, es, {call.slots, 2, window, c.headDim},
                  true, true},
         in);
   build(r.k, {"k", Input, es, {T, c.headDim}, true, true}, in);
@@ -924,31 +929,24 @@ void fuzzSeedTail(Call &call, Bytes &in) {
     return;
   // Success: exactly the rows the spec stores change, to a copy of one
   // request's k/gate row.
-  int64_t es = elementSize(c.type), D = c.headDim, K = c.kpool;
+  int64_t es = elementSize(c.type), D = c.headDim;
   int64_t batch = r.cache.view.sizes[0], rowsK = r.k.view.sizes[0];
   int64_t S = r.tail.view.sizes[0], R = r.tail.view.sizes[2];
   std::vector<uint32_t> io = readMetadata(r.iro, batch + 1),
                         cl = readMetadata(r.cache, batch),
                         sl = readMetadata(r.slots, batch);
   int32_t nr = clampRequests(r.nr, batch);
-  // (slot, which, ring row) -> candidate source rows. Revision 2 of the
-  // spec stores positions [max(c, end - R), end); the runtime still has
-  // revision 1's [max(c, floor(end / K) * K), end) (issue 10 moves it): a
-  // row only revision 2 stores may also stay as it was.
+  // (slot, which, ring row) -> candidate source rows: positions
+  // [max(c, end - R), end) are stored at ring row q mod R.
   std::map<std::tuple<int64_t, int, int64_t>, std::vector<int64_t>> writes;
-  std::map<std::tuple<int64_t, int, int64_t>, bool> mayKeep;
   for (int64_t b = 0; b < nr; ++b) {
     if (sl[b] >= S)
       continue;
     int64_t n = validRows(io, b, rowsK) ? io[b + 1] - io[b] : 0;
     int64_t cb = cl[b], end = cb + n;
     for (int64_t q = std::max(cb, end - R); q < end; ++q)
-      for (int w = 0; w < 2; ++w) {
-        std::tuple<int64_t, int, int64_t> key{sl[b], w, q % R};
-        writes[key].push_back(io[b] + q - cb);
-        if (q < end / K * K)
-          mayKeep[key] = true;
-      }
+      for (int w = 0; w < 2; ++w)
+        writes[{sl[b], w, q % R}].push_back(io[b] + q - cb);
   }
   int64_t realS = r.tail.lying ? r.tail.realSize0 : S;
   std::vector<uint8_t> before(D * es);
@@ -975,7 +973,7 @@ void fuzzSeedTail(Call &call, Bytes &in) {
                                  ") that no request stores");
           continue;
         }
-        bool ok = mayKeep.count({s, w, row}) && sameAs(was);
+        bool ok = false;
         for (int64_t src : it->second) {
           const Operand &from = w == 0 ? r.k : r.gate;
           ok = ok || sameAs([&](int64_t d) { return from.at({src, d}); });
@@ -1083,10 +1081,14 @@ void fuzzKernelSetCreate(Bytes &in) {
   int64_t headDim = in.chance(128) ? in.range(-3, 0) : 4;
   int64_t kpool = in.chance(128) ? (in.chance(128) ? INT64_MIN : in.range(-3, 0))
                                  : 3;
-  int64_t vector = in.chance(64) ? (in.chance(128) ? -1 : INT64_MIN) : 16;
+  int64_t vector = 16;
+  if (in.chance(64)) {
+    const int64_t bad[] = {-1, INT64_MIN, 65, 1 << 20, INT64_MAX};
+    vector = bad[in.range(0, 4)];
+  }
   bool nullResult = in.chance(32);
   bool bad = type < 0 || type > 2 || headDim < 1 || kpool < 1 || vector < 0 ||
-             nullResult;
+             vector > 64 || nullResult;
   if (!bad)
     return;
   KPoolKernelSet *ks = reinterpret_cast<KPoolKernelSet *>(0x1);
@@ -1120,18 +1122,34 @@ void fuzzPoolStore(int config, Bytes &in) {
   for (float &f : apeData)
     f = (static_cast<int>(in.content()) - 128) / 64.0f;
   bool nullApe = in.chance(8);
+  // The ring window: 0 (kpool) or kpool + d - 1 for speculative decoding;
+  // sometimes below kpool or negative (errors). Finding 2: windows too large
+  // to allocate are left out.
+  bool withWindow = in.chance(128);
+  int64_t window = withWindow ? (in.chance(64) ? 0 : c.kpool + in.range(0, 3))
+                              : 0;
+  if (withWindow && in.chance(12))
+    window = in.chance(128) ? in.range(1, c.kpool - 1) : -in.range(1, 3);
+  bool badWindow = window < 0 || (window > 0 && window < c.kpool);
   KPoolPoolStore *store = nullptr;
-  KPoolError *e = kpoolPoolStoreCreate(in.chance(4) ? nullptr : ks, maxSlots,
-                                       nullApe ? nullptr : apeData.data(),
-                                       &store);
+  const KPoolKernelSet *storeKs = in.chance(4) ? nullptr : ks;
+  KPoolError *e =
+      withWindow
+          ? kpoolPoolStoreCreateWithWindow(storeKs, maxSlots, window,
+                                           nullApe ? nullptr : apeData.data(),
+                                           &store)
+          : kpoolPoolStoreCreate(storeKs, maxSlots,
+                                 nullApe ? nullptr : apeData.data(), &store);
   if (e) {
     CHECK(!store, "pool store: failed but returned a store");
     kpoolErrorDestroy(e);
     return;
   }
-  CHECK(maxSlots >= 1 && maxSlots <= 6 && !nullApe,
+  CHECK(maxSlots >= 1 && maxSlots <= 6 && !nullApe && !badWindow && storeKs,
         "pool store: bad arguments accepted");
   CHECK(kpoolPoolStoreGetMaxSlots(store) == maxSlots, "max_slots");
+  CHECK(kpoolPoolStoreGetRingWindow(store) == (window ? window : c.kpool),
+        "ring window");
 
   std::vector<int64_t> tokens(maxSlots, 0), pools(maxSlots, 0);
   int steps = static_cast<int>(in.range(1, 6));
@@ -1225,6 +1243,30 @@ void fuzzPoolStore(int config, Bytes &in) {
         for (int64_t d = 0; d < D; ++d)
           CHECK(memcmp(dst.at({r, d}), src + d * es, es) == 0,
                 "copy_pools: row differs from get_pool");
+      }
+    }
+    if (in.chance(96)) { // roll back part of the slot's last step
+      int64_t accepted = in.chance(200) ? in.range(-1, 8)
+                                        : static_cast<int64_t>(in.u64());
+      int64_t t0 = kpoolPoolStoreGetTokens(store, slot);
+      int64_t p0 = kpoolPoolStoreGetNumPools(store, slot);
+      trace += "accept slot " + std::to_string(slot) + " accepted " +
+               std::to_string(accepted) + "\n";
+      e = kpoolPoolStoreAccept(store, slot, accepted);
+      int64_t t = kpoolPoolStoreGetTokens(store, slot);
+      int64_t p = kpoolPoolStoreGetNumPools(store, slot);
+      if (e) {
+        CHECK(*kpoolErrorMessage(e), "accept: an error without a message");
+        CHECK(t == t0 && p == p0, "accept: failed but changed the slot");
+        kpoolErrorDestroy(e);
+      } else {
+        CHECK(slot < maxSlots && accepted >= 0 && t <= t0 &&
+                  p == t / c.kpool,
+              "accept: slot " + std::to_string(slot) + " went from " +
+                  std::to_string(t0) + " to " + std::to_string(t) +
+                  " tokens and has " + std::to_string(p) + " pools");
+        tokens[slot] = t;
+        pools[slot] = p;
       }
     }
     if (in.chance(64)) {
