@@ -9,8 +9,8 @@
 // each of these runs in-process on its own copy of the module:
 // convert-kpool-to-linalg, kpool-vectorize-pool-rows and kpool-map-to-gpu
 // alone, kpool-lower-to-llvm (and the translation to
-// LLVM IR when it succeeds), and kpool-lower-to-nvvm with format=isa (PTX
-// text, no ptxas). A parse, verify or pass failure is a fine outcome; a
+// LLVM IR when it succeeds), and kpool-lower-to-nvvm with format=isa, whose
+// PTX ptxas must assemble when the CUDA toolkit is there. A parse, verify or pass failure is a fine outcome; a
 // crash, an abort or a hang is a bug (the driver or libFuzzer saves the
 // input).
 //
@@ -36,6 +36,7 @@
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -50,6 +51,9 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
@@ -74,16 +78,16 @@ DialectRegistry *registry = nullptr;
 /// How far inputs got, printed at exit.
 struct Stats {
   long inputs = 0, parsed = 0, skipped = 0, linalg = 0, llvm = 0,
-       translated = 0, nvvm = 0;
+       translated = 0, nvvm = 0, assembled = 0;
 } stats;
 void printStats() {
   fprintf(stderr,
           "==fuzz-ir== %ld inputs: %ld parsed and verified, %ld skipped "
           "(known findings), convert-kpool-to-linalg ok %ld, "
           "kpool-lower-to-llvm ok %ld (translated %ld), kpool-lower-to-nvvm "
-          "ok %ld\n",
+          "ok %ld (PTX assembled by ptxas %ld)\n",
           stats.inputs, stats.parsed, stats.skipped, stats.linalg, stats.llvm,
-          stats.translated, stats.nvvm);
+          stats.translated, stats.nvvm, stats.assembled);
 }
 
 /// The option line, if any: `// kpool-fuzz: llvm{...} nvvm{...}`.
@@ -132,6 +136,60 @@ long long largestKPool(const std::string &text) {
     largest = std::max<long long>(largest, static_cast<long long>(v));
   }
   return largest;
+}
+
+/// ptxas from the CUDA toolkit kpool-lower-to-nvvm uses, or empty (then the
+/// PTX is not assembled). KPOOL_FUZZ_PTXAS=0 turns the check off.
+const std::string &ptxasPath() {
+  static const std::string path = [] {
+    const char *env = getenv("KPOOL_FUZZ_PTXAS");
+    if (env && std::string(env) == "0")
+      return std::string();
+    std::string toolkit = kpool::resolveCudaToolkitPath("");
+    std::string ptxas = toolkit + "/bin/ptxas";
+    return !toolkit.empty() && llvm::sys::fs::can_execute(ptxas)
+               ? ptxas
+               : std::string();
+  }();
+  return path;
+}
+
+/// The PTX kpool-lower-to-nvvm left in `module`'s gpu.binary ops must
+/// assemble: ptxas rejecting it is a bug of the lowering, like a crash.
+void assemblePTX(ModuleOp module, const std::string &chip) {
+  if (ptxasPath().empty())
+    return;
+  module->walk([&](gpu::BinaryOp binary) {
+    for (Attribute attr : binary.getObjects()) {
+      auto object = dyn_cast<gpu::ObjectAttr>(attr);
+      if (!object || object.getFormat() != gpu::CompilationTarget::Assembly)
+        continue;
+      llvm::SmallString<128> ptx, log;
+      int fd;
+      if (llvm::sys::fs::createTemporaryFile("kpool-fuzz", "ptx", fd, ptx) ||
+          llvm::sys::fs::createTemporaryFile("kpool-fuzz", "log", log))
+        return;
+      {
+        llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+        os << object.getObject().getValue();
+      }
+      std::string arch = "-arch=" + chip;
+      llvm::StringRef args[] = {ptxasPath(), arch, ptx, "-o", "/dev/null"};
+      std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+      int rc = llvm::sys::ExecuteAndWait(ptxasPath(), args, std::nullopt,
+                                         redirects);
+      if (rc != 0) {
+        auto text = llvm::MemoryBuffer::getFile(log);
+        fprintf(stderr, "==fuzz-ir== ptxas rejects the PTX (%s, exit %d):\n%s\n",
+                ptx.c_str(), rc,
+                text ? (*text)->getBuffer().str().c_str() : "");
+        abort();
+      }
+      llvm::sys::fs::remove(ptx);
+      llvm::sys::fs::remove(log);
+      ++stats.assembled;
+    }
+  });
 }
 
 bool runPipeline(MLIRContext &ctx, ModuleOp module,
@@ -218,9 +276,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (auto nvvmOptions =
             kpool::LowerToNVVMOptions::createFromString(nvvmOpts)) {
       nvvmOptions->format = "isa";
-      stats.nvvm += runPipeline(ctx, *module, [&](OpPassManager &pm) {
-        kpool::buildLowerToNVVMPipeline(pm, *nvvmOptions);
-      });
+      OwningOpRef<ModuleOp> copy(cast<ModuleOp>((*module)->clone()));
+      PassManager pm(&ctx);
+      kpool::buildLowerToNVVMPipeline(pm, *nvvmOptions);
+      if (succeeded(pm.run(*copy))) {
+        ++stats.nvvm;
+        assemblePTX(*copy, nvvmOptions->chip);
+      }
     }
   } else {
     ++stats.skipped;
