@@ -62,6 +62,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -154,12 +155,23 @@ const std::string &ptxasPath() {
   return path;
 }
 
+/// The names of the gpu.binary ops in `module`.
+std::set<std::string> binaries(ModuleOp module) {
+  std::set<std::string> names;
+  module->walk([&](gpu::BinaryOp b) { names.insert(b.getSymName().str()); });
+  return names;
+}
+
 /// The PTX kpool-lower-to-nvvm left in `module`'s gpu.binary ops must
 /// assemble: ptxas rejecting it is a bug of the lowering, like a crash.
-void assemblePTX(ModuleOp module, const std::string &chip) {
+/// Binaries the input already had (`given`) are the input's business.
+void assemblePTX(ModuleOp module, const std::string &chip,
+                 const std::set<std::string> &given) {
   if (ptxasPath().empty())
     return;
   module->walk([&](gpu::BinaryOp binary) {
+    if (given.count(binary.getSymName().str()))
+      return;
     for (Attribute attr : binary.getObjects()) {
       auto object = dyn_cast<gpu::ObjectAttr>(attr);
       if (!object || object.getFormat() != gpu::CompilationTarget::Assembly)
@@ -281,7 +293,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       kpool::buildLowerToNVVMPipeline(pm, *nvvmOptions);
       if (succeeded(pm.run(*copy))) {
         ++stats.nvvm;
-        assemblePTX(*copy, nvvmOptions->chip);
+        assemblePTX(*copy, nvvmOptions->chip, binaries(*module));
       }
     }
   } else {
