@@ -3,7 +3,11 @@
 # reports the counts; a crash, an abort, a hang or a broken contract stops
 # that target and leaves the input under $out as crash-*/timeout-*.
 #
-#   scripts/fuzz.sh [SECONDS] [ir|capi ...]     default: 600 s, both targets
+#   scripts/fuzz.sh [SECONDS] [ir|capi|capi-gpu ...]   default: 600 s, all
+#
+# ir: kpool-fuzz-ir (parser, verifier, pipelines); capi: kpool-fuzz-capi (the
+# C runtime API); capi-gpu: kpool-fuzz-capi-gpu (the same on the GPU kernels,
+# emulated on the CPU).
 #
 # Environment:
 #   KPOOL_BUILD_DIR   build tree (default: build/); an ASan build
@@ -20,7 +24,7 @@ build="${KPOOL_BUILD_DIR:-$root/build}"
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(ir capi)
+[ ${#targets[@]} -gt 0 ] || targets=(ir capi capi-gpu)
 seed="${FUZZ_SEED:-$(date +%s)}"
 out="${FUZZ_OUT:-$build/fuzz}"
 engine="${FUZZ_ENGINE:-driver}"
@@ -28,12 +32,17 @@ mkdir -p "$out"
 
 prefix=kpool-fuzz
 [ "$engine" = libfuzzer ] && prefix=kpool-libfuzzer
+for t in "${targets[@]}"; do
+  if [ "$engine" = libfuzzer ] && [ "$t" = capi-gpu ]; then
+    echo "fuzz: capi-gpu has no libFuzzer build; use the driver" >&2; exit 2
+  fi
+done
 ninja -C "$build" "${targets[@]/#/$prefix-}" >/dev/null
 
 # The IR target's seeds: the kpool test files and examples, one file per
 # `// -----` case (libFuzzer reads a directory of inputs).
 seeds=("$root/examples" "$root/test/Dialect/KPool" "$root/test/Conversion"
-       "$root/test/Pipelines")
+       "$root/test/Pipelines" "$root/test/Fuzz/Inputs")
 corpus="$out/ir-corpus"
 if [ "$engine" = libfuzzer ]; then
   rm -rf "$corpus" && mkdir -p "$corpus"
@@ -54,8 +63,8 @@ for t in "${targets[@]}"; do
     ir) if [ "$engine" = libfuzzer ]; then inputs=("$corpus")
         else inputs=(-split_mlir=1 "${seeds[@]}"); fi
         args+=(-max_len=65536) ;;
-    capi) inputs=(); args+=(-max_len=1024) ;;
-    *) echo "fuzz: unknown target $t (ir, capi)" >&2; exit 2 ;;
+    capi|capi-gpu) inputs=(); args+=(-max_len=1024) ;;
+    *) echo "fuzz: unknown target $t (ir, capi, capi-gpu)" >&2; exit 2 ;;
   esac
   echo "fuzz: $t for $seconds s (seed $seed, log $log)"
   # In a sanitized tree libFuzzer's own C++ runtime is loaded before the
