@@ -311,12 +311,21 @@ struct KPoolMapToGPUPass
     auto launch = gpu::LaunchOp::create(rewriter, loc, blocks, one, one, lanesV,
                                         rowsV, one);
     // Outlining names the kernel after the function and the loop's tag
-    // (serving_step_kpool_compress, ...).
+    // (serving_step_kpool_compress, ...), spelled as a PTX identifier: a
+    // function name may hold characters PTX rejects (`@a.b`, `@"x y"`), and
+    // ptxas would fail on the kernel's name.
     auto func = loop->getParentOfType<FunctionOpInterface>();
     if (auto name = loop->getAttrOfType<StringAttr>(kKernelNameAttrName);
-        name && func)
-      launch.setFunctionAttr(FlatSymbolRefAttr::get(
-          rewriter.getStringAttr(func.getName() + "_" + name.getValue())));
+        name && func) {
+      std::string kernel = (func.getName() + "_" + name.getValue()).str();
+      for (char &c : kernel)
+        if (!llvm::isAlnum(c) && c != '_' && c != '$')
+          c = '_';
+      if (llvm::isDigit(kernel.front()))
+        kernel.insert(kernel.begin(), '_');
+      launch.setFunctionAttr(
+          FlatSymbolRefAttr::get(rewriter.getStringAttr(kernel)));
+    }
     Block &body = launch.getBody().front();
     rewriter.setInsertionPointToEnd(&body);
     gpu::TerminatorOp::create(rewriter, loc);
