@@ -40,3 +40,18 @@ func.func @pool_offsets(%iro: memref<?xui32>, %cache: memref<?xui32>,
       outs(%pro : memref<?xui32>)
   return
 }
+
+// A launch the caller wrote itself, in such a function, is outlined under a
+// PTX identifier as well.
+// CHECK-DAG: @my_fn_kernel: ptxas ok
+func.func @my.fn(%m: memref<?xf32>) {
+  %c1 = arith.constant 1 : index
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  gpu.launch blocks(%a, %b, %c) in (%x = %c1, %y = %c1, %z = %c1)
+             threads(%d, %e, %g) in (%u = %c1, %v = %c1, %w = %c1) {
+    memref.store %f, %m[%c0] : memref<?xf32>
+    gpu.terminator
+  }
+  return
+}

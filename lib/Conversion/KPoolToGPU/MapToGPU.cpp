@@ -50,6 +50,17 @@ static constexpr int64_t kMaxAccessBytes = 16;
 
 /// A 1-D linalg op over the channels of one row: the pooled-row generic,
 /// and the fills and copies of zero rows and ring rows.
+/// `name` with every character PTX identifiers do not allow replaced by '_'
+/// (and a leading '_' before a digit).
+static std::string ptxIdentifier(std::string name) {
+  for (char &c : name)
+    if (!llvm::isAlnum(c) && c != '_' && c != '$')
+      c = '_';
+  if (name.empty() || llvm::isDigit(name.front()))
+    name.insert(name.begin(), '_');
+  return name;
+}
+
 static bool isChannelOp(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp || !linalgOp.hasPureBufferSemantics() ||
@@ -317,14 +328,8 @@ struct KPoolMapToGPUPass
     auto func = loop->getParentOfType<FunctionOpInterface>();
     if (auto name = loop->getAttrOfType<StringAttr>(kKernelNameAttrName);
         name && func) {
-      std::string kernel = (func.getName() + "_" + name.getValue()).str();
-      for (char &c : kernel)
-        if (!llvm::isAlnum(c) && c != '_' && c != '$')
-          c = '_';
-      if (llvm::isDigit(kernel.front()))
-        kernel.insert(kernel.begin(), '_');
-      launch.setFunctionAttr(
-          FlatSymbolRefAttr::get(rewriter.getStringAttr(kernel)));
+      launch.setFunctionAttr(FlatSymbolRefAttr::get(rewriter.getStringAttr(
+          ptxIdentifier((func.getName() + "_" + name.getValue()).str()))));
     }
     Block &body = launch.getBody().front();
     rewriter.setInsertionPointToEnd(&body);
@@ -401,6 +406,16 @@ struct KPoolMapToGPUPass
                        << blockSize.getValue();
       return signalPassFailure();
     }
+
+    // Launches already in the function (the caller's own) would be
+    // outlined as <function>_kernel, which must be a PTX identifier too.
+    std::string outlined = (func.getName() + "_kernel").str();
+    if (ptxIdentifier(outlined) != outlined)
+      func.walk([&](gpu::LaunchOp launch) {
+        if (!launch.getFunctionAttr())
+          launch.setFunctionAttr(FlatSymbolRefAttr::get(
+              &getContext(), ptxIdentifier(outlined)));
+      });
 
     SmallVector<scf::ParallelOp> loops;
     func.walk([&](scf::ParallelOp par) {
