@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::kpool;
@@ -110,7 +111,28 @@ std::pair<Value, Value> MetadataBuilder::ringTail(const Request &r,
 }
 
 Value MetadataBuilder::ringRow(Value position, Value window) {
-  return arith::RemUIOp::create(b, loc, position, window);
+  if (matchPattern(window, m_Constant()) || !llvm::isPowerOf2_64(kpool))
+    return arith::RemUIOp::create(b, loc, position, window);
+  // A dynamic window is kpool whenever an engine runs without drafts: then
+  // the row is a mask, and the 64-bit division runs only for wider rings.
+  // (A mask rather than a remainder by the constant kpool, which LLVM would
+  // merge with the other branch's remainder back into one division.)
+  Value isK = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, window,
+                                    i64(kpool));
+  auto ifOp = scf::IfOp::create(
+      b, loc, isK,
+      [&](OpBuilder &nb, Location nloc) {
+        Value mask =
+            arith::ConstantIntOp::create(nb, nloc, nb.getI64Type(), kpool - 1);
+        scf::YieldOp::create(
+            nb, nloc, ValueRange{arith::AndIOp::create(nb, nloc, position, mask)});
+      },
+      [&](OpBuilder &nb, Location nloc) {
+        scf::YieldOp::create(
+            nb, nloc,
+            ValueRange{arith::RemUIOp::create(nb, nloc, position, window)});
+      });
+  return ifOp.getResult(0);
 }
 
 SmallVector<Value> MetadataBuilder::memberRingRows(Value id, Value window) {
