@@ -96,8 +96,9 @@ kpoolCompress(const KPoolKernelSet *kernels, const KPoolView *pooled,
               const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
               const KPoolView *cacheLengths, bool validate);
 
-/// kpool.seed_tail: stashes each request's trailing open-pool tokens in its
-/// ring slot of `tail` (read-write).
+/// kpool.seed_tail: stores each request's last R positions that this call
+/// brings in its ring slot of `tail` ([max_slots, 2, R, head_dim] with the
+/// ring window R >= kpool; read-write), position q in ring row q mod R.
 KPOOL_CAPI_EXPORTED KPoolError *
 kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
               const KPoolView *k, const KPoolView *gate,
@@ -150,6 +151,14 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels, int64_t maxSlots,
                                int64_t ringWindow, const float *ape,
                                KPoolPoolStore **result);
+
+/// The contract's rollback condition, for engines that track lengths
+/// themselves: after a call that brought positions [c, end) of a request,
+/// continuing it at `accepted` (c <= accepted <= end) with a ring of
+/// `window` rows is valid iff `accepted mod kpool == 0` or
+/// `end - floor(accepted / kpool) * kpool <= window`.
+KPOOL_CAPI_EXPORTED bool kpoolRingHoldsPending(int64_t kpool, int64_t window,
+                                               int64_t accepted, int64_t end);
 
 /// The ring window (rows per slot); -1 for NULL.
 KPOOL_CAPI_EXPORTED int64_t

@@ -342,6 +342,11 @@ KPoolError *kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
   return nullptr;
 }
 
+bool kpoolRingHoldsPending(int64_t kpool, int64_t window, int64_t accepted,
+                           int64_t end) {
+  return kpool >= 1 && kpool::ringHoldsPending(kpool, window, accepted, end);
+}
+
 int64_t kpoolPoolStoreGetRingWindow(const KPoolPoolStore *store) {
   return store ? store->store->ringWindow() : -1;
 }

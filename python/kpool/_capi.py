@@ -112,6 +112,8 @@ def _declare(lib):
     fn("kpoolPoolStoreCreateWithWindow", _ErrorP, c_void_p, c_int64,
        c_int64, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
     fn("kpoolPoolStoreGetRingWindow", c_int64, c_void_p)
+    fn("kpoolRingHoldsPending", ctypes.c_bool, c_int64, c_int64, c_int64,
+       c_int64)
     fn("kpoolPoolStoreAccept", _ErrorP, c_void_p, c_uint32, c_int64)
     fn("kpoolPoolStoreDestroy", None, c_void_p)
     fn("kpoolPoolStoreStep", _ErrorP, c_void_p, _ViewP, _ViewP, c_int64, u32p,

@@ -15,6 +15,7 @@ written nothing.
 
 import collections
 import ctypes
+import operator
 import threading
 
 import numpy as np
@@ -32,6 +33,7 @@ __all__ = [
     "seed_tail",
     "ring_close",
     "pool_offsets",
+    "ring_holds_pending",
 ]
 
 _ETYPE_CODES = {"bf16": _capi.BF16, "f16": _capi.F16, "f32": _capi.F32}
@@ -321,7 +323,9 @@ def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
               num_requests=None, *, kpool=None, validate=True, **options):
     """kpool.seed_tail; configuration from ``tail`` ``[S, 2, R, D]``. See
     :meth:`KernelSet.seed_tail`. What seed_tail stores depends only on the
-    ring window ``R``, so ``kpool`` (at most ``R``) defaults to ``R``."""
+    ring window ``R``, so ``kpool`` (at most ``R``) defaults to ``R``; pass
+    the model's ``kpool`` to reuse its kernel set (each configuration
+    compiles all four kernels once)."""
     if kpool is None:
         kpool = _geometry("seed_tail", "tail", tail, 4, 2)
     dim = _geometry("seed_tail", "tail", tail, 4, 3)
@@ -343,6 +347,17 @@ def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
                               cache_lengths, slot_idx, num_requests,
                               pooled=pooled, closed_pool=closed_pool,
                               validate=validate)
+
+
+def ring_holds_pending(kpool, window, accepted, end):
+    """The contract's rollback condition, for engines that track lengths
+    themselves: after a call that brought positions ``[c, end)`` of a
+    request, continuing it at length ``accepted`` (``c <= accepted <= end``)
+    with a ring of ``window`` rows is valid iff ``accepted % kpool == 0`` or
+    ``end - (accepted // kpool) * kpool <= window``. :meth:`PoolStore.accept`
+    checks the same."""
+    args = [operator.index(v) for v in (kpool, window, accepted, end)]
+    return bool(_capi.load().kpoolRingHoldsPending(*args))
 
 
 def _dtype(op, name, array):

@@ -42,8 +42,10 @@ public:
   /// A store for requests in slots [0, maxSlots), using `kernels` and the
   /// position embedding `ape` ([kpool, head_dim] f32, copied). The ring
   /// keeps each slot's last `ringWindow` positions (`ringWindow >= kpool`;
-  /// 0 means kpool); a window wider than kpool lets `accept` roll back
-  /// rejected draft tokens (see `ringHoldsPending`).
+  /// 0 or less means kpool; a positive window below kpool makes every step
+  /// fail with the kernels' validation message, and the C and Python
+  /// constructors reject it); a window wider than kpool lets `accept` roll
+  /// back rejected draft tokens (see `ringHoldsPending`).
   PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
             const float *ape, int64_t ringWindow = 0);
 
@@ -72,6 +74,9 @@ public:
 
   /// Speculative decoding: of the tokens the slot's last step brought (or
   /// what an earlier `accept` left of them), keeps the first `accepted`.
+  /// "The last step" is the last step the slot took part in, also one that
+  /// brought it no tokens. Pools the step reported as produced with ids at
+  /// or after floor(new length / kpool) are void afterwards.
   /// The slot's length becomes the step's start plus `accepted`, its pools
   /// at and after the first rejected position are forgotten, and the next
   /// step re-produces them from the tokens it brings. Fails, changing

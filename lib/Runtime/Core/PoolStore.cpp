@@ -2,6 +2,7 @@
 
 #include "kpool/Runtime/PoolStore.h"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -100,6 +101,12 @@ Status PoolStore::step(const View &k, const View &gate,
           std::to_string(b) + "] = " + std::to_string(slots[b]) +
           " is not below max_slots = " + std::to_string(maxSlots));
     cache[b] = seen[slots[b]];
+    if (int64_t(cache[b]) + int64_t(iro[b + 1]) - int64_t(iro[b]) >
+        int64_t(UINT32_MAX))
+      return Status::error("step: request " + std::to_string(b) + " (slot " +
+                           std::to_string(slots[b]) +
+                           "): its length would pass 2^32 - 1 tokens (cache "
+                           "lengths are unsigned 32-bit)");
   }
   View iroView = denseView(const_cast<uint32_t *>(iro.data()), {batch + 1});
   View cacheView = denseView(cache.data(), {batch});
