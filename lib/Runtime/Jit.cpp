@@ -21,9 +21,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
-#include "llvm/Target/TargetMachine.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace kpool;
@@ -80,21 +78,9 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
 
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
-  // Optimize for the host's target machine, as the ahead-of-time kernels
-  // are: without one LLVM's vectorizers see no vector registers and leave
-  // what MLIR left scalar (the ring copies of seed_tail) scalar.
-  auto hostBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!hostBuilder)
-    return Status::error("cannot describe the host CPU for the JIT: " +
-                         llvm::toString(hostBuilder.takeError()));
-  hostBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  auto hostMachine = hostBuilder->createTargetMachine();
-  if (!hostMachine)
-    return Status::error("cannot create the host target machine: " +
-                         llvm::toString(hostMachine.takeError()));
   mlir::ExecutionEngineOptions engineOptions;
   auto transformer = mlir::makeOptimizingTransformer(
-      /*optLevel=*/3, /*sizeLevel=*/0, hostMachine->get());
+      /*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   engineOptions.enableGDBNotificationListener = false;
