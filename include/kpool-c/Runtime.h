@@ -72,10 +72,19 @@ kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
                      int64_t kpool, bool openmp, int64_t vectorSize,
                      KPoolKernelSet **result);
 
+/// A kernel set with only the pool_offsets kernel for `kpool` (it depends on
+/// nothing else): one small kernel to compile, for callers that only need
+/// the scan. kpoolPoolOffsets runs it; the other ops return an error. Its
+/// element type reads as KPOOL_F32 and its head_dim as 1.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolPoolOffsetsKernelCreate(int64_t kpool, KPoolKernelSet **result);
+
 /// Releases the handle; NULL is allowed. Compiled code stays cached, and
 /// pool stores made from the set keep working.
 KPOOL_CAPI_EXPORTED void kpoolKernelSetDestroy(KPoolKernelSet *kernels);
 
+/// The set's configuration; for a NULL set: -1 (not an element type), -1
+/// and -1.
 KPOOL_CAPI_EXPORTED KPoolElementType
 kpoolKernelSetGetElementType(const KPoolKernelSet *kernels);
 KPOOL_CAPI_EXPORTED int64_t

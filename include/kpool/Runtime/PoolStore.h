@@ -46,14 +46,26 @@ public:
   /// fail with the kernels' validation message, and the C and Python
   /// constructors reject it); a window wider than kpool lets `accept` roll
   /// back rejected draft tokens (see `ringHoldsPending`).
+  /// Allocates the ring (maxSlots x 2 x window x head_dim elements) at
+  /// once; throws std::bad_alloc when that fails. Prefer create().
   PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
             const float *ape, int64_t ringWindow = 0);
+
+  /// Like the constructor, but reports a bad `maxSlots` (below 1, above
+  /// 2^31), a bad `ringWindow` (nonzero and below kpool or above 2^31), a
+  /// ring whose byte size overflows and a failed allocation as
+  /// an error in `status` and returns null; never throws.
+  static std::unique_ptr<PoolStore> create(std::shared_ptr<KernelSet> kernels,
+                                           int64_t maxSlots, const float *ape,
+                                           Status &status,
+                                           int64_t ringWindow = 0);
 
   /// Runs one call. `k` and `gate` hold this call's tokens ([rows,
   /// head_dim] of the kernels' element type); request b brings rows
   /// [inputRowOffsets[b], inputRowOffsets[b+1]) for ring slot `slots[b]`,
   /// continuing where that slot's earlier calls stopped. Appends what it
-  /// produced to `produced` (if not null). On error nothing changes.
+  /// produced to `produced` (if not null). On error nothing changes; a
+  /// failed allocation is reported as an error, not thrown.
   Status step(const View &k, const View &gate,
               const std::vector<uint32_t> &inputRowOffsets,
               const std::vector<uint32_t> &slots,
@@ -92,6 +104,11 @@ public:
   const KernelSet &kernels() const { return *kernelSet; }
 
 private:
+  Status stepImpl(const View &k, const View &gate,
+                  const std::vector<uint32_t> &inputRowOffsets,
+                  const std::vector<uint32_t> &slots,
+                  std::vector<ProducedPool> *produced);
+
   std::shared_ptr<KernelSet> kernelSet;
   int64_t maxSlots, window, rowBytes;
   std::vector<float> ape;

@@ -129,9 +129,11 @@ public:
         continue;
       }
       int64_t baseSize = type(base->value).getDimSize(0);
-      int64_t expected = baseSize - base->delta + o.delta;
-      if (size == expected)
+      // Both sizes are at least their delta, so the batch sizes do not
+      // overflow; the expected length (up to 2^63) is printed unsigned.
+      if (size - o.delta == baseSize - base->delta)
         continue;
+      uint64_t expected = uint64_t(baseSize - base->delta) + o.delta;
       auto diag = op->emitOpError() << "expected '" << o.name << "' to have ";
       int64_t relation = o.delta - base->delta;
       if (relation == 1)

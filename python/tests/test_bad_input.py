@@ -1,0 +1,168 @@
+"""Bad arguments from Python: never truncated, wrapped, crashed on or
+aborted on; a TypeError or a KPoolError (a ValueError) naming the argument."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import kpool
+from conftest import random_inputs
+
+
+@pytest.mark.parametrize("value", [1.7, "2", True, 2.0])
+def test_num_requests_not_an_integer(value):
+    ks = kpool.kernel_set("f32", 8, 4)
+    tail = np.zeros((2, 2, 4, 8), np.float32)
+    k = np.zeros((4, 8), np.float32)
+    with pytest.raises(TypeError, match=r"seed_tail: 'num_requests' must be "
+                                        r"an integer"):
+        ks.seed_tail(tail, k, k, [0, 2, 4], [0, 0], [0, 1], value)
+    with pytest.raises(TypeError, match=r"ring_close: 'num_requests'"):
+        ks.ring_close(tail, k, k, np.zeros((4, 8), np.float32), [0, 2, 4],
+                      [0, 0], [0, 1], value)
+
+
+def test_num_requests_numpy_integer_and_range():
+    ks = kpool.kernel_set("f32", 8, 4)
+    tail = np.zeros((2, 2, 4, 8), np.float32)
+    k = np.ones((4, 8), np.float32)
+    ks.seed_tail(tail, k, k, [0, 2, 4], [0, 0], [0, 1], np.int64(2))
+    assert (tail[:, :, :2] == 1).all()
+    with pytest.raises(kpool.KPoolError,
+                       match=r"seed_tail: 'num_requests' = 2147483648 is not "
+                             r"in \[-2147483648, 2147483647\]"):
+        ks.seed_tail(tail, k, k, [0, 2, 4], [0, 0], [0, 1], 2**31)
+
+
+@pytest.mark.parametrize("name,args,error", [
+    ("head_dim", ("bf16", 8.7, 4), TypeError),
+    ("head_dim", ("bf16", "8", 4), TypeError),
+    ("head_dim", ("bf16", True, 4), TypeError),
+    ("head_dim", ("bf16", 2**64 + 8, 4), kpool.KPoolError),
+    ("head_dim", ("bf16", 0, 4), kpool.KPoolError),
+    ("kpool", ("bf16", 8, 4.0), TypeError),
+    ("kpool", ("bf16", 8, 2**63), kpool.KPoolError),
+    ("kpool", ("bf16", 8, -1), kpool.KPoolError),
+])
+def test_kernel_set_numbers(name, args, error):
+    with pytest.raises(error, match=rf"kernel set: '{name}'"):
+        kpool.KernelSet(*args)
+    with pytest.raises(error, match=rf"kernel set: '{name}'"):
+        kpool.kernel_set(*args)
+
+
+def test_kernel_set_options():
+    with pytest.raises(TypeError, match=r"'vector_size' must be an integer"):
+        kpool.KernelSet("f32", 8, 4, vector_size=16.5)
+    with pytest.raises(kpool.KPoolError, match=r"'vector_size' = -1"):
+        kpool.KernelSet("f32", 8, 4, vector_size=-1)
+    with pytest.raises(TypeError, match=r"'openmp' must be True or False"):
+        kpool.KernelSet("f32", 8, 4, openmp="yes")
+    # numpy integers are integers.
+    ks = kpool.KernelSet("f32", np.int32(8), np.uint8(4))
+    assert (ks.head_dim, ks.kpool) == (8, 4)
+    assert type(ks.head_dim) is int
+
+
+def test_kernel_set_too_large():
+    # Accepted before, and a store on it aborted.
+    with pytest.raises(kpool.KPoolError, match=r"kpool x head_dim = 4 x "
+                                               r"4611686018427387904 is too "
+                                               r"large"):
+        kpool.KernelSet("bf16", 2**62, 4)
+
+
+@pytest.mark.parametrize("value,error", [
+    (2**64 + 4, kpool.KPoolError), (4.0, TypeError), ("4", TypeError),
+    (0, kpool.KPoolError), (2**31 + 1, kpool.KPoolError), (False, TypeError),
+])
+def test_pool_store_max_slots(value, error):
+    with pytest.raises(error, match=r"pool store: 'max_slots'"):
+        kpool.PoolStore(np.zeros((4, 8), np.float32), value, "bf16")
+
+
+def test_pool_store_allocation_failure():
+    # 2^31 slots of 2 x 4 x 8 bf16: a 256 GiB ring. std::bad_alloc killed
+    # the process before; now an error.
+    with pytest.raises(kpool.KPoolError,
+                       match=r"pool store: could not allocate the ring of "
+                             r"274877906944 bytes"):
+        kpool.PoolStore(np.zeros((4, 8), np.float32), 2**31, "bf16")
+
+
+def test_pool_store_ape_list():
+    ape = [[0.5] * 8 for _ in range(4)]
+    store = kpool.PoolStore(ape, 2, "f32")
+    assert (store.kpool, store.head_dim) == (4, 8)
+    with pytest.raises(TypeError, match=r"pool store: 'ape' must be a "
+                                        r"float32 array or nested lists"):
+        kpool.PoolStore([["a"] * 8] * 4, 2, "f32")
+    with pytest.raises(TypeError, match=r"'ape' must have dtype float32, "
+                                        r"got float64"):
+        kpool.PoolStore(np.zeros((4, 8)), 2, "f32")
+
+
+def test_pool_store_slots_and_counts():
+    store = kpool.PoolStore(np.zeros((4, 8), np.float32), 2, "f32")
+    with pytest.raises(TypeError, match=r"tokens: 'slot' must be an integer"):
+        store.tokens(1.5)
+    with pytest.raises(kpool.KPoolError, match=r"tokens: slot 4294967296 is "
+                                               r"not in \[0, max_slots = 2\)"):
+        store.tokens(2**32)  # wrapped to slot 0 in ctypes before
+    with pytest.raises(TypeError, match=r"pools: 'first' must be an integer"):
+        store.pools(0, 0.5)
+    with pytest.raises(TypeError, match=r"pools: 'count' must be an integer"):
+        store.pools(0, 0, "1")
+
+
+def test_step_requests_zero_d_rows():
+    store = kpool.PoolStore(np.zeros((4, 8), np.float32), 2, "f32")
+    with pytest.raises(kpool.KPoolError,
+                       match=r"step: request 0: 'k' rows must be \[tokens, "
+                             r"head_dim = 8\], got shape \[\]"):
+        store.step_requests([(0, np.float32(1), np.zeros((1, 8), np.float32))])
+    assert store.tokens(0) == 0
+
+
+def test_module_pool_offsets_compiles_only_the_scan():
+    # A kpool no kernel set uses: only the scan is compiled, quickly.
+    start = time.perf_counter()
+    got = kpool.pool_offsets([0, 9, 14], [0, 3], 97)
+    elapsed = time.perf_counter() - start
+    assert got.tolist() == [0, 0, 0]
+    assert not any(key[2] == 97 and key[0] != "offsets"
+                   for key in kpool.runtime._sets)
+    assert elapsed < 5, elapsed
+    with pytest.raises(TypeError, match=r"pool_offsets: 'kpool' must be an "
+                                        r"integer"):
+        kpool.pool_offsets([0, 1], [0], 4.5)
+
+
+def test_compiling_does_not_block_compiled_configurations(rng):
+    """A thread compiling a new configuration must not stall calls on a
+    configuration that is already compiled (it held both registry locks for
+    the whole JIT before: 340 ms stalls)."""
+    ks = kpool.kernel_set("f32", 8, 4)
+    k, gate, ape = random_inputs(rng, 8, 8, 4, "f32")
+    iro, cache = [0, 8], [0]
+    ks.compress(k, gate, ape, iro, None, cache)  # warm
+    started = threading.Event()
+
+    def compile_new():
+        started.set()
+        kpool.kernel_set("bf16", 136, 7)  # a configuration nobody compiled
+
+    thread = threading.Thread(target=compile_new)
+    thread.start()
+    started.wait()
+    worst = 0.0
+    while thread.is_alive():
+        t = time.perf_counter()
+        ks.compress(k, gate, ape, iro, None, cache)
+        kpool.kernel_set("f32", 8, 4)
+        worst = max(worst, time.perf_counter() - t)
+    thread.join()
+    # A call takes microseconds; a compile takes hundreds of milliseconds.
+    assert worst < 0.1, f"a call on a compiled configuration took {worst}s"
