@@ -577,7 +577,8 @@ class PoolStore:
         pool's members (the message names the slot and the window
         needed)."""
         _capi.check(self._lib.kpoolPoolStoreAccept(
-            self._live(), self._slot("accept", slot), _int("accept", "accepted", accepted, -2**63)))
+            self._live(), self._slot("accept", slot),
+            _int("accept", "accepted", accepted, -2**63)))
 
     def tokens(self, slot):
         """Tokens the slot has seen (its next cache length)."""
