@@ -1,8 +1,9 @@
 """kpool from Python: the pooled-key kernels on numpy arrays.
 
 A ctypes binding of libKPoolCAPI.so (no compiled extension), plus a pure-numpy
-reference of the spec in :mod:`kpool.reference`. bf16 arrays are uint16 bit
-patterns (see :mod:`kpool.types`).
+reference of the contract (docs/semantics.md; installed as
+share/doc/kpool/docs/semantics.md) in :mod:`kpool.reference`. bf16 arrays are
+uint16 bit patterns (see :mod:`kpool.types`).
 
 Quick start::
 

@@ -26,7 +26,7 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
       `scf.parallel`, so GPU mappings run it on the device).
 
     The pooling arithmetic and the metadata arithmetic come from one place
-    (`kpool/Dialect/KPool/Utils`). All of the spec's runtime guards are in
+    (`kpool/Dialect/KPool/Utils`). All of the contract's runtime guards (docs/semantics.md) are in
     the emitted IR: reversed or overlong row offsets bring no tokens, an
     out-of-range slot neither reads nor writes the ring, a request writes
     only its own pooled rows that exist, `num_requests` is clamped, and an

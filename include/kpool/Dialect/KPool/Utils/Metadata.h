@@ -1,7 +1,7 @@
 //===- Metadata.h - kpool metadata arithmetic -------------------*- C++ -*-===//
 //
 // The one implementation, as IR builders, of the per-request metadata
-// arithmetic of spec/semantics.md: where a request's rows are, which pools
+// arithmetic of docs/semantics.md: where a request's rows are, which pools
 // it completes, what the ring holds. All position arithmetic is i64; the
 // 32-bit metadata is read as unsigned. Every value here is guarded so that no
 // metadata makes a kernel index outside its operands.

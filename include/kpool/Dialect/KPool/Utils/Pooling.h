@@ -1,7 +1,7 @@
 //===- Pooling.h - the kpool pooling arithmetic ------------------*- C++
 //-*-===//
 //
-// The one implementation of the pooling function of spec/semantics.md. Every
+// The one implementation of the pooling function of docs/semantics.md. Every
 // lowering of every kpool op emits it through these builders, so a pool built
 // by `ring_close` from ring members and the same pool built by `compress` are
 // bit-identical on one backend.
