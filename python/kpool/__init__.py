@@ -5,13 +5,15 @@ reference of the contract (docs/semantics.md; installed as
 share/doc/kpool/docs/semantics.md) in :mod:`kpool.reference`. bf16 arrays are
 uint16 bit patterns (see :mod:`kpool.types`).
 
-Quick start::
+Quick start (docs/python.md has more; examples/python/serving_loop.py is a
+complete program)::
 
     import numpy as np, kpool
+    k = gate = np.zeros((9, 128), np.uint16)        # 9 bf16 tokens
     ape = np.zeros((4, 128), np.float32)
-    pooled = kpool.compress(k, gate, ape, iro, None, cache)   # pro computed
+    pooled = kpool.compress(k, gate, ape, [0, 9], None, [0])   # 2 pools
     store = kpool.PoolStore(ape, max_slots=8, dtype="bf16")
-    produced = store.step(k, gate, iro, slots)
+    produced = store.step(k, gate, [0, 9], [5])     # request in slot 5
 
 The library is found through ``$KPOOL_CAPI_LIB`` or next to an install; see
 :mod:`kpool._capi` and docs/python.md.

@@ -44,7 +44,7 @@
 // VECTOR: kpool-lower-to-llvm: vector-size must be 0 (scalar) or a positive number of channels, got -1
 
 // Values that are fine: a newer chip with the PTX it needs.
-// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa chip=sm_100a features=+ptx86" | FileCheck %s --check-prefix=GOOD
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa chip=sm_100a features=+ptx86 approximate-exp=true" | FileCheck %s --check-prefix=GOOD
 // GOOD: gpu.binary
 
 func.func @offsets(%iro: tensor<?xui32>, %cache: tensor<?xui32>,
