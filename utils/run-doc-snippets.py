@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Runs the code blocks of the project's markdown documentation.
 
-usage: run-doc-snippets.py --src SRC --build BUILD FILE.md...
+usage: run-doc-snippets.py --src SRC --build BUILD FILE.md|DIR...
+
+A DIR stands for its *.md files (not those of its subdirectories: the
+generated docs/dialect reference is not a guide).
 
 Every fenced block is handled by its info string (the word after the
 opening fence):
@@ -83,8 +86,15 @@ def main():
                PYTHONDONTWRITEBYTECODE="1")
     includes = [f"-I{src}/include", f"-I{build}/include",
                 f"-I{args.llvm}/include"]
+    files = []
+    for path in args.files:  # a directory: its *.md (not its subdirectories)
+        if os.path.isdir(path):
+            files += sorted(os.path.join(path, n) for n in os.listdir(path)
+                            if n.endswith(".md"))
+        else:
+            files.append(path)
     failed = counted = 0
-    for md in args.files:
+    for md in files:
         namespace = {"__name__": "__doc__"}
         rel = os.path.relpath(md, src)
         for line, lang, flags, code in blocks(md):
