@@ -166,3 +166,66 @@ def test_compiling_does_not_block_compiled_configurations(rng):
     thread.join()
     # A call takes microseconds; a compile takes hundreds of milliseconds.
     assert worst < 0.1, f"a call on a compiled configuration took {worst}s"
+
+
+def test_compress_guards_are_per_request():
+    """Issue 9 repro: request 2 owns row 0 and must write 3.0 whatever the
+    other requests' (non-monotone) pool_row_offsets say."""
+    k = np.array([[1], [2], [3]], np.float32)
+    gate = np.zeros_like(k)
+    ape = np.zeros((1, 1), np.float32)
+    out = np.full((1, 1), -7.0, np.float32)
+    kpool.compress(k, gate, ape, [0, 1, 2, 3], [5, 6, 0, 1], [0, 0, 0],
+                   out=out, validate=False)
+    assert out.tolist() == [[3.0]]
+
+
+def _claims(iro, pro, cache, kpool_, rows, num_rows):
+    """Per output row, the requests that claim it (the contract's rule)."""
+    claims = [[] for _ in range(rows)]
+    for b in range(len(cache)):
+        s, e = int(iro[b]), int(iro[b + 1])
+        n = e - s if s <= e <= num_rows else 0
+        c = int(cache[b])
+        count = max(0, (c + n) // kpool_ - (c + kpool_ - 1) // kpool_)
+        lo, hi = int(pro[b]), int(pro[b + 1])
+        for j in range(min(count, max(0, hi - lo))):
+            if lo + j < rows:
+                claims[lo + j].append((b, j))
+    return claims
+
+
+def test_compress_random_corrupted_offsets(rng):
+    """Random calls with random (often non-monotone) pool_row_offsets: each
+    row claimed by one request holds its pool, a row claimed by several one
+    of theirs, an unclaimed row is untouched."""
+    K, D = 3, 8
+    for case in range(300):
+        batch = int(rng.integers(1, 6))
+        counts = rng.integers(0, 9, batch)
+        iro = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint32)
+        cache = rng.integers(0, 7, batch).astype(np.uint32)
+        pro = kpool.reference.pool_offsets(iro, cache, K).astype(np.int64)
+        bad = rng.integers(0, batch + 1, int(rng.integers(1, 3)))
+        pro[bad] = rng.integers(0, 12, len(bad))
+        pro = pro.astype(np.uint32)
+        k, gate, ape = random_inputs(rng, int(iro[-1]), D, K, "f32")
+        rows = int(rng.integers(1, 12))
+        sentinel = np.float32(-1234.5)
+        out = np.full((rows, D), sentinel, np.float32)
+        kpool.compress(k, gate, ape, iro, pro, cache, out=out, validate=False)
+        for r, who in enumerate(_claims(iro, pro, cache, K, rows, len(k))):
+            if not who:
+                assert (out[r] == sentinel).all(), (case, r)
+                continue
+            candidates = []
+            for b, j in who:
+                first = -(-int(cache[b]) // K)
+                skip = first * K - int(cache[b])
+                start = int(iro[b]) + skip + j * K
+                candidates.append(kpool.compress(
+                    k[start:start + K], gate[start:start + K], ape, [0, K],
+                    None, [0])[0])
+            assert any(np.array_equal(out[r].view(np.uint32),
+                                      c.view(np.uint32)) for c in candidates), \
+                (case, r, who)

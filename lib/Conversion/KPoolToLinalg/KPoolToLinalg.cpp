@@ -150,9 +150,10 @@ public:
   /// Ring row `tail[slot, which, row, :]` (`slot` and `row` i64).
   Value ringView(Value tail, Value slot, int64_t which, Value row) {
     IntegerAttr staticRow;
-    OpFoldResult rowIndex = matchPattern(row, m_Constant(&staticRow))
-                                ? OpFoldResult(b.getIndexAttr(staticRow.getInt()))
-                                : OpFoldResult(toIndex(row));
+    OpFoldResult rowIndex =
+        matchPattern(row, m_Constant(&staticRow))
+            ? OpFoldResult(b.getIndexAttr(staticRow.getInt()))
+            : OpFoldResult(toIndex(row));
     return channelView(tail, {toIndex(slot), b.getIndexAttr(which), rowIndex});
   }
 
@@ -202,6 +203,15 @@ public:
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
     fn();
+  }
+
+  /// `thenFn` under `scf.if cond`, `elseFn` in its else branch; only
+  /// `thenFn` when `cond` is null (nothing to check).
+  void ifThenOtherwise(Value cond, function_ref<void()> thenFn,
+                       function_ref<void()> elseFn) {
+    if (!cond)
+      return thenFn();
+    ifThenElse(cond, thenFn, elseFn);
   }
 
   void ifThenElse(Value cond, function_ref<void()> thenFn,
@@ -292,7 +302,9 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
              arith::SubIOp::create(rewriter, e.loc, e.dim(pro, 0), one)});
         e.parallelFor(e.dim(pooled, 0), [&](Value r) {
           Value row = e.toI64(r);
-          Value owner = e.findOwner(pro, batch, row);
+          // The request that claims the row (the contract's per-request
+          // guard): valid metadata finds it by binary search.
+          Value owner = e.findClaimant(pro, iro, cache, batch, row, numRows);
           e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
             Value bIdx = e.toIndex(owner);
             Value next = arith::AddIOp::create(rewriter, e.loc, bIdx, one);
@@ -345,9 +357,12 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
                                             {tail, 3, D},
                                             {pooled, 1, D}}),
                             e.ringWindowOk(tail));
-    e.ifThen(shapesOk, [&] {
-      e.versionOnUnitStride(
-          {tail, k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
+    e.ifThenOtherwise(
+        shapesOk,
+        [&] {
+          e.versionOnUnitStride({tail, k, gate, ape, pooled}, [&](ArrayRef<
+                                                                  Value>
+                                                                      v) {
             Value tail = v[0], k = v[1], gate = v[2], ape = v[3], pooled = v[4];
             Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
             Value batch = e.minIndex(
@@ -436,7 +451,36 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
               });
             });
           });
-    });
+        },
+        [&] {
+          // The extents contradict the op: nothing is computed, but what the
+          // contract defines for every row is still written (-1 and a zero
+          // row), so that a tensor.empty destination is never left undefined.
+          llvm::SaveAndRestore<std::string> name(e.kernelName,
+                                                 "ring_close_mismatch");
+          Value rowsP = e.dim(pooled, 0), rowsC = e.dim(closed, 0);
+          Value cols = e.dim(pooled, 1);
+          Value rows = arith::MaxSIOp::create(rewriter, loc, rowsP, rowsC);
+          Type elt = cast<MemRefType>(pooled.getType()).getElementType();
+          e.parallelFor(rows, [&](Value bIdx) {
+            e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
+              Value none = arith::ConstantIntOp::create(
+                  rewriter, loc, rewriter.getI32Type(), -1);
+              memref::StoreOp::create(rewriter, loc, none, closed,
+                                      ValueRange{bIdx});
+            });
+            e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
+              Value zero = arith::ConstantOp::create(rewriter, loc,
+                                                     rewriter.getZeroAttr(elt));
+              auto loop =
+                  scf::ForOp::create(rewriter, loc, e.idx(0), cols, e.idx(1));
+              OpBuilder::InsertionGuard guard(rewriter);
+              rewriter.setInsertionPoint(loop.getBody()->getTerminator());
+              memref::StoreOp::create(rewriter, loc, zero, pooled,
+                                      ValueRange{bIdx, loop.getInductionVar()});
+            });
+          });
+        });
   }
 };
 
@@ -540,6 +584,15 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
         scf::YieldOp::create(rewriter, loc, next);
       }
       store(loop.getResult(0), batch);
+      // Entries past the requests that have offsets and a cache length:
+      // those requests bring no pools, so they repeat the total (every
+      // entry of `pool_row_offsets` is written).
+      auto rest = scf::ForOp::create(
+          rewriter, loc, arith::AddIOp::create(rewriter, loc, batch, e.idx(1)),
+          length, e.idx(1));
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPoint(rest.getBody()->getTerminator());
+      store(loop.getResult(0), rest.getInductionVar());
     });
   }
 };
