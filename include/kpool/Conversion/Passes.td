@@ -33,6 +33,12 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
     operand whose dynamic extent disagrees with `head_dim`/`kpool` makes the
     op a no-op instead of an out-of-bounds access.
 
+    Pools of more than 16 members are computed in a loop over the members
+    (a `linalg.generic` over the channels tagged `kpool.pool_row_loop`, whose
+    body reads each member's rows; the same operations in the same order, so
+    the same bits), so that the IR and compile time do not grow with
+    `kpool`.
+
     Pooled rows are tagged `kpool.pool_row` for the vectorization and GPU
     mapping passes, and each op's top-level `scf.parallel` carries
     `kpool.kernel = "kpool_<op>"` (`kpool_<op>_strided` for the copy that

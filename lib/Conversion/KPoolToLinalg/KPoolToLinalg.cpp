@@ -247,6 +247,15 @@ public:
     buildPoolRow(b, loc, keys, gates, apes, outRow);
   }
 
+  /// The pooling function into `outRow` in the loop form (any kpool, IR
+  /// independent of it); `member(m)` (m an i64) gives member m's key and
+  /// gate rows.
+  void poolRowLoop(function_ref<std::pair<Value, Value>(Value)> member,
+                   Value ape, Value outRow) {
+    buildPoolRowLoop(
+        b, loc, kpool, [&](Value m) { return member(toI64(m)); }, ape, outRow);
+  }
+
   Value zeroRow(Value outRow) {
     Type elt = cast<MemRefType>(outRow.getType()).getElementType();
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
@@ -320,6 +329,16 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
                   rewriter, e.loc,
                   arith::AddIOp::create(rewriter, e.loc, req.start, range.skip),
                   arith::MulIOp::create(rewriter, e.loc, j, e.i64(K)));
+              if (K > kMaxUnrolledMembers) {
+                e.poolRowLoop(
+                    [&](Value m) -> std::pair<Value, Value> {
+                      Value member =
+                          arith::AddIOp::create(rewriter, e.loc, first, m);
+                      return {e.rowView(k, member), e.rowView(gate, member)};
+                    },
+                    ape, e.rowView(pooled, row));
+                return;
+              }
               SmallVector<Value> keys, gates;
               for (int64_t m = 0; m < K; ++m) {
                 Value member =
@@ -418,7 +437,40 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
                     closes,
                     [&] {
                       // Member m of pool `id` is position id*K + m; the
-                      // ring holds it in row (id*K + m) mod R.
+                      // ring holds it in row (id*K + m) mod R. Members below
+                      // `held` are in the ring; the rest are this call's
+                      // rows `start + m - held`. The unselected view is
+                      // built from a clamped index and never read.
+                      if (K > kMaxUnrolledMembers) {
+                        Value base = e.ringRow(
+                            arith::MulIOp::create(rewriter, loc, id, e.i64(K)),
+                            window);
+                        e.poolRowLoop(
+                            [&](Value m) -> std::pair<Value, Value> {
+                              Value ringRow = e.ringRowAfter(base, m, window);
+                              Value fromRing =
+                                  e.cmp(arith::CmpIPredicate::ult, m, held);
+                              Value row = arith::SelectOp::create(
+                                  rewriter, loc, fromRing, start,
+                                  arith::SubIOp::create(
+                                      rewriter, loc,
+                                      arith::AddIOp::create(rewriter, loc,
+                                                            start, m),
+                                      held));
+                              Value safeSlot = arith::SelectOp::create(
+                                  rewriter, loc, fromRing, slot, e.i64(0));
+                              return {e.selectView(fromRing,
+                                                   e.ringView(tail, safeSlot, 0,
+                                                              ringRow),
+                                                   e.rowView(k, row)),
+                                      e.selectView(fromRing,
+                                                   e.ringView(tail, safeSlot, 1,
+                                                              ringRow),
+                                                   e.rowView(gate, row))};
+                            },
+                            ape, outRow);
+                        return;
+                      }
                       SmallVector<Value> ringRows =
                           e.memberRingRows(id, window);
                       SmallVector<Value> keys, gates;

@@ -163,6 +163,12 @@ detail::getOrCreate(const KernelConfig &config, Status &status,
                            std::to_string(config.kpool));
     return nullptr;
   }
+  if (config.kpool > (int64_t(1) << 32)) {
+    status = Status::error("kpool must be at most 2^32 (positions are below "
+                           "2^33, so no larger pool can complete), got " +
+                           std::to_string(config.kpool));
+    return nullptr;
+  }
   int64_t apeElements;
   if (!config.poolOffsetsOnly &&
       (__builtin_mul_overflow(config.kpool, config.headDim, &apeElements) ||

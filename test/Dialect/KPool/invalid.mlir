@@ -23,6 +23,23 @@ func.func @compress_kpool_zero(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
 
 // -----
 
+// Positions are below 2^33, so a pool of more than 2^32 members can never
+// complete; every kpool up to 2^32 lowers in flat time (members as a loop).
+func.func @compress_kpool_huge(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
+    %ape: tensor<?x8xf32>, %iro: tensor<?xui32>,
+    %pro: tensor<?xui32>, %cache: tensor<?xui32>,
+    %pooled: tensor<?x8xbf16>) {
+  // expected-error @+1 {{'kpool.compress' op expected 'kpool' to be at most 2^32 (positions are below 2^33, so no larger pool can complete), got 4294967297}}
+  %r = kpool.compress kpool(4294967297) head_dim(8)
+      ins(%k, %gate, %ape, %iro, %pro, %cache
+          : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?xui32>,
+            tensor<?xui32>, tensor<?xui32>)
+      outs(%pooled : tensor<?x8xbf16>) -> tensor<?x8xbf16>
+  return
+}
+
+// -----
+
 func.func @compress_kpool_negative(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
     %ape: tensor<4x8xf32>, %iro: tensor<?xui32>,
     %pro: tensor<?xui32>, %cache: tensor<?xui32>,
