@@ -9,6 +9,9 @@
 // RUN: kpool-opt %s -kpool-lower-to-llvm -o /dev/null
 // RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa approximate-exp=true" -o %t.nvvm.mlir
 // RUN: %python %kpool_src_root/utils/extract-ptx.py %t.nvvm.mlir --count | FileCheck %s --check-prefix=PTX
+// RUN: %if ptxas %{ %python %kpool_src_root/utils/extract-ptx.py %t.nvvm.mlir --ptxas %ptxas --no-extern | FileCheck %s --check-prefix=PTXAS %}
+// PTXAS: @compress_k17_kpool_compress: ptxas ok
+// PTXAS: @ring_close_k2p32_kpool_ring_close_mismatch: ptxas ok
 
 // CHECK-LABEL: func @compress_k17
 //       CHECK:   linalg.generic {indexing_maps = [#{{[a-z0-9]+}}], iterator_types = ["parallel"]} outs({{.*}}) attrs = {kpool.pool_row_loop} {
