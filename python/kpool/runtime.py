@@ -89,6 +89,17 @@ def _meta(op, name, values, length=None):
     if array.ndim != 1:
         raise KPoolError(f"{op}: '{name}' must be one-dimensional, got shape "
                          f"{list(array.shape)}")
+    if array.dtype == object:
+        # numpy keeps Python ints beyond 64 bits as objects.
+        items = array.tolist()
+        if all(isinstance(v, int) and not isinstance(v, bool)
+               for v in items):
+            b = next((i for i, v in enumerate(items)
+                      if not 0 <= v <= 0xFFFFFFFF), None)
+            if b is not None:
+                raise KPoolError(f"{op}: {name}[{b}] = {items[b]} is not an "
+                                 "unsigned 32-bit value")
+            array = np.array(items, dtype=np.uint32)
     if array.dtype == np.uint32:
         pass
     elif array.dtype == np.int32:

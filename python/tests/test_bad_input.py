@@ -256,3 +256,13 @@ def test_large_kpool_compiles_fast():
         kpool.KernelSet("f32", 8, kpool_)
         elapsed = time.perf_counter() - start
         assert elapsed < 5, (kpool_, elapsed)
+
+
+def test_metadata_beyond_64_bits():
+    k = np.zeros((8, 8), np.float32)
+    ape = np.zeros((4, 8), np.float32)
+    with pytest.raises(kpool.KPoolError, match=r"compress: "
+                                               r"input_row_offsets\[1\] = "
+                                               r"1180591620717411303424 is "
+                                               r"not an unsigned 32-bit value"):
+        kpool.compress(k, k, ape, [0, 2**70], None, [0])
