@@ -149,10 +149,13 @@ def test_compiling_does_not_block_compiled_configurations(rng):
     iro, cache = [0, 8], [0]
     ks.compress(k, gate, ape, iro, None, cache)  # warm
     started = threading.Event()
+    compile_time = []
 
     def compile_new():
         started.set()
+        t = time.perf_counter()
         kpool.kernel_set("bf16", 136, 7)  # a configuration nobody compiled
+        compile_time.append(time.perf_counter() - t)
 
     thread = threading.Thread(target=compile_new)
     thread.start()
@@ -164,8 +167,11 @@ def test_compiling_does_not_block_compiled_configurations(rng):
         kpool.kernel_set("f32", 8, 4)
         worst = max(worst, time.perf_counter() - t)
     thread.join()
-    # A call takes microseconds; a compile takes hundreds of milliseconds.
-    assert worst < 0.1, f"a call on a compiled configuration took {worst}s"
+    # A call takes microseconds, a compile hundreds of milliseconds; a call
+    # that waited for the compile would take about as long as it (a loaded
+    # machine adds scheduling delays, hence the margin).
+    assert worst < 0.5 * compile_time[0], \
+        f"a call took {worst}s during a {compile_time[0]}s compile"
 
 
 def test_compress_guards_are_per_request():

@@ -10,6 +10,9 @@
 
 // CHECK: @dynamic_window_kpool_ring_close: ptxas ok
 // CHECK-NEXT: @dynamic_window_kpool_ring_close_strided: ptxas ok
+// A dynamic tail can contradict the op (e.g. its second extent is not 2):
+// then this kernel writes closed_pool = -1 and zero rows.
+// CHECK-NEXT: @dynamic_window_kpool_ring_close_mismatch: ptxas ok
 // CHECK-NEXT: @dynamic_window_kpool_seed_tail: ptxas ok
 // CHECK-NEXT: @dynamic_window_kpool_seed_tail_strided: ptxas ok
 // CHECK-NEXT: @static_window_kpool_ring_close: ptxas ok
