@@ -62,24 +62,36 @@ static bool isElementType(int type) {
   return type == KPOOL_BF16 || type == KPOOL_F16 || type == KPOOL_F32;
 }
 
+/// The value a C caller passed as a KPoolElementType. C allows any int
+/// there; in C++ a value outside the enumerators' range is undefined, so it
+/// is read as the int it is (UBSan's enum check found 7 read as the enum).
+static int rawElementType(const KPoolElementType &type) {
+  int raw;
+  static_assert(sizeof(raw) == sizeof(type), "enum is int-sized");
+  std::memcpy(&raw, &type, sizeof raw);
+  return raw;
+}
+
 const char *kpoolElementTypeName(KPoolElementType type) {
-  return isElementType(type) ? kpool::elementTypeName(type) : nullptr;
+  int raw = rawElementType(type);
+  return isElementType(raw)
+             ? kpool::elementTypeName(static_cast<KPoolElementType>(raw))
+             : nullptr;
 }
 
 //===----------------------------------------------------------------------===//
 // Kernel sets
 //===----------------------------------------------------------------------===//
 
-static KPoolError *kpoolKernelSetCreateImpl(KPoolElementType elementType,
-                                            int64_t headDim, int64_t kpool,
-                                            bool openmp, int64_t vectorSize,
+static KPoolError *kpoolKernelSetCreateImpl(int elementType, int64_t headDim,
+                                            int64_t kpool, bool openmp,
+                                            int64_t vectorSize,
                                             KPoolKernelSet **result) {
   if (!result)
     return makeError("kernel set: the result pointer is null");
   *result = nullptr;
   if (!isElementType(elementType))
-    return makeError("kernel set: element type " +
-                     std::to_string(static_cast<int>(elementType)) +
+    return makeError("kernel set: element type " + std::to_string(elementType) +
                      " is not one of KPOOL_BF16, KPOOL_F16, KPOOL_F32");
   if (headDim < 1 || kpool < 1)
     return makeError("kernel set: head_dim and kpool must be at least 1, got " +
@@ -88,7 +100,7 @@ static KPoolError *kpoolKernelSetCreateImpl(KPoolElementType elementType,
     return makeError("kernel set: vector_size must not be negative, got " +
                      std::to_string(vectorSize));
   kpool::KernelConfig config;
-  config.elementType = elementType;
+  config.elementType = static_cast<KPoolElementType>(elementType);
   config.headDim = headDim;
   config.kpool = kpool;
   config.openmp = openmp;
@@ -107,8 +119,8 @@ KPoolError *kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
                                  int64_t kpool, bool openmp, int64_t vectorSize,
                                  KPoolKernelSet **result) {
   return guard("kernel set", [&] {
-    return kpoolKernelSetCreateImpl(elementType, headDim, kpool, openmp,
-                                    vectorSize, result);
+    return kpoolKernelSetCreateImpl(rawElementType(elementType), headDim, kpool,
+                                    openmp, vectorSize, result);
   });
 }
 

@@ -14,6 +14,7 @@
 #include "kpool/Runtime/Runtime.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -112,7 +113,12 @@ private:
   std::shared_ptr<KernelSet> kernelSet;
   int64_t maxSlots, window, rowBytes;
   std::vector<float> ape;
-  std::vector<uint8_t> ring;
+  struct FreeDeleter {
+    void operator()(uint8_t *p) const { std::free(p); }
+  };
+  /// calloc'ed: zero pages are mapped lazily, and a failure is a null
+  /// pointer (reported), also under AddressSanitizer.
+  std::unique_ptr<uint8_t[], FreeDeleter> ring;
   /// Per slot: its length; where its last step began; where the last call
   /// that wrote its ring ended.
   std::vector<uint32_t> seen, stepBegin, ringEnd;

@@ -22,7 +22,11 @@ PoolStore::PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
   window = ringWindow > 0 ? ringWindow : c.kpool;
   rowBytes = c.headDim * elementTypeSize(c.elementType);
   ape.assign(apeData, apeData + c.kpool * c.headDim);
-  ring.assign(maxSlots * 2 * window * rowBytes, 0);
+  // The ring first: it is the allocation that can be huge.
+  size_t ringBytes = size_t(maxSlots) * 2 * window * rowBytes;
+  ring.reset(static_cast<uint8_t *>(std::calloc(ringBytes ? ringBytes : 1, 1)));
+  if (!ring)
+    throw std::bad_alloc();
   seen.assign(maxSlots, 0);
   stepBegin.assign(maxSlots, 0);
   ringEnd.assign(maxSlots, 0);
@@ -182,7 +186,7 @@ Status PoolStore::stepImpl(const View &k, const View &gate,
   View slotView = denseView(slots.data(), {batch});
   View proView = denseView(pro.data(), {batch + 1});
   View apeView = denseView(ape.data(), {c.kpool, c.headDim});
-  View ringView = denseView(ring.data(), {maxSlots, 2, window, c.headDim});
+  View ringView = denseView(ring.get(), {maxSlots, 2, window, c.headDim});
   int32_t numRequests = static_cast<int32_t>(batch);
 
   // ring_close reads the ring before seed_tail overwrites it.
