@@ -12,7 +12,9 @@
 #   <prefix>/lib/libKPoolCAPI.so    the C API (RUNPATH $ORIGIN + LLVM's lib)
 #   <prefix>/lib/cmake/kpool/       KPoolConfig.cmake, version, targets
 #   <prefix>/python/kpool/          the Python package (ctypes)
-#   <prefix>/share/doc/kpool/       docs/*.md; dialect/: the generated reference
+#   <prefix>/share/doc/kpool/       README.md, docs/*.md (docs/dialect: the
+#                                   generated reference), examples/: the
+#                                   source tree's layout, so links resolve
 
 include(CMakePackageConfigHelpers)
 
@@ -162,15 +164,23 @@ install(DIRECTORY
 # so that an install has it.
 add_custom_target(kpool-generated-docs ALL)
 add_dependencies(kpool-generated-docs mlir-doc)
+# The documentation keeps the source tree's layout (README.md, docs/,
+# examples/), so that every relative link in it resolves in an install too
+# (test/Docs/links.test checks both); docs/semantics.md is the contract.
 install(DIRECTORY ${KPOOL_BINARY_DIR}/docs/KPool/
-  DESTINATION ${KPOOL_INSTALL_DOC_DIR}/dialect
+  DESTINATION ${KPOOL_INSTALL_DOC_DIR}/docs/dialect
   FILES_MATCHING PATTERN "*.md")
 # The hand-written guides (docs/dialect holds committed copies of the
 # generated reference, installed above from the build).
 install(DIRECTORY ${KPOOL_SOURCE_DIR}/docs/
-  DESTINATION ${KPOOL_INSTALL_DOC_DIR}
+  DESTINATION ${KPOOL_INSTALL_DOC_DIR}/docs
   FILES_MATCHING PATTERN "*.md"
   PATTERN "dialect" EXCLUDE)
+install(FILES ${KPOOL_SOURCE_DIR}/README.md
+  DESTINATION ${KPOOL_INSTALL_DOC_DIR})
+install(DIRECTORY ${KPOOL_SOURCE_DIR}/examples
+  DESTINATION ${KPOOL_INSTALL_DOC_DIR}
+  PATTERN "__pycache__" EXCLUDE)
 
 #===------------------------------------------------------------------------===#
 # Python

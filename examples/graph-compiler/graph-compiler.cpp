@@ -156,7 +156,12 @@ int main() {
   PassManager pm(&ctx);
   // bufferize=true (the default): the graph is on tensors.
   mlir::kpool::LowerToLLVMOptions options;
-  mlir::kpool::buildLowerToLLVMPipeline(pm, options);
+  std::string pipelineError;
+  if (failed(
+          mlir::kpool::buildLowerToLLVMPipeline(pm, options, &pipelineError))) {
+    std::fprintf(stderr, "%s\n", pipelineError.c_str());
+    return 1;
+  }
   if (failed(pm.run(*module))) {
     std::fprintf(stderr, "kpool-lower-to-llvm failed\n");
     return 1;

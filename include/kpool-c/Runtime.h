@@ -72,10 +72,19 @@ kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
                      int64_t kpool, bool openmp, int64_t vectorSize,
                      KPoolKernelSet **result);
 
+/// A kernel set with only the pool_offsets kernel for `kpool` (it depends on
+/// nothing else): one small kernel to compile, for callers that only need
+/// the scan. kpoolPoolOffsets runs it; the other ops return an error. Its
+/// element type reads as KPOOL_F32 and its head_dim as 1.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolPoolOffsetsKernelCreate(int64_t kpool, KPoolKernelSet **result);
+
 /// Releases the handle; NULL is allowed. Compiled code stays cached, and
 /// pool stores made from the set keep working.
 KPOOL_CAPI_EXPORTED void kpoolKernelSetDestroy(KPoolKernelSet *kernels);
 
+/// The set's configuration; for a NULL set: -1 (not an element type), -1
+/// and -1.
 KPOOL_CAPI_EXPORTED KPoolElementType
 kpoolKernelSetGetElementType(const KPoolKernelSet *kernels);
 KPOOL_CAPI_EXPORTED int64_t
@@ -96,8 +105,9 @@ kpoolCompress(const KPoolKernelSet *kernels, const KPoolView *pooled,
               const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
               const KPoolView *cacheLengths, bool validate);
 
-/// kpool.seed_tail: stashes each request's trailing open-pool tokens in its
-/// ring slot of `tail` (read-write).
+/// kpool.seed_tail: stores each request's last R positions that this call
+/// brings in its ring slot of `tail` ([max_slots, 2, R, head_dim] with the
+/// ring window R >= kpool; read-write), position q in ring row q mod R.
 KPOOL_CAPI_EXPORTED KPoolError *
 kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
               const KPoolView *k, const KPoolView *gate,
@@ -150,6 +160,14 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels, int64_t maxSlots,
                                int64_t ringWindow, const float *ape,
                                KPoolPoolStore **result);
+
+/// The contract's rollback condition, for engines that track lengths
+/// themselves: after a call that brought positions [c, end) of a request,
+/// continuing it at `accepted` (c <= accepted <= end) with a ring of
+/// `window` rows is valid iff `accepted mod kpool == 0` or
+/// `end - floor(accepted / kpool) * kpool <= window`.
+KPOOL_CAPI_EXPORTED bool kpoolRingHoldsPending(int64_t kpool, int64_t window,
+                                               int64_t accepted, int64_t end);
 
 /// The ring window (rows per slot); -1 for NULL.
 KPOOL_CAPI_EXPORTED int64_t

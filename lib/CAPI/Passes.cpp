@@ -26,8 +26,9 @@ void mlirKPoolRegisterAllPasses(void) { mlir::kpool::registerAllPasses(); }
 
 void mlirKPoolRegisterPipelines(void) { mlir::kpool::registerPipelines(); }
 
-/// Parses `options` into a pipeline's options struct and appends the
-/// pipeline; reports a parse error through `callback`. (Errors in an option's
+/// Parses `options` into a pipeline's options struct, checks their values
+/// and appends the pipeline; reports a parse error or a bad value through
+/// `callback` (and adds nothing). (Errors in an option's
 /// value are also printed to stderr by llvm::cl, which has no other outlet.)
 template <typename Options, typename Build>
 static MlirLogicalResult
@@ -48,7 +49,12 @@ addPipeline(const char *name, MlirOpPassManager passManager,
     }
     return mlirLogicalResultFailure();
   }
-  build(*unwrap(passManager), parsed);
+  std::string error;
+  if (failed(build(*unwrap(passManager), parsed, &error))) {
+    if (callback)
+      callback(mlirStringRefCreate(error.data(), error.size()), userData);
+    return mlirLogicalResultFailure();
+  }
   return mlirLogicalResultSuccess();
 }
 
@@ -58,8 +64,8 @@ MlirLogicalResult mlirKPoolAddLowerToLLVMPipeline(MlirOpPassManager passManager,
                                                   void *userData) {
   return addPipeline<LowerToLLVMOptions>(
       "kpool-lower-to-llvm", passManager, options, callback, userData,
-      [](OpPassManager &pm, const LowerToLLVMOptions &o) {
-        buildLowerToLLVMPipeline(pm, o);
+      [](OpPassManager &pm, const LowerToLLVMOptions &o, std::string *error) {
+        return buildLowerToLLVMPipeline(pm, o, error);
       });
 }
 
@@ -69,7 +75,7 @@ MlirLogicalResult mlirKPoolAddLowerToNVVMPipeline(MlirOpPassManager passManager,
                                                   void *userData) {
   return addPipeline<LowerToNVVMOptions>(
       "kpool-lower-to-nvvm", passManager, options, callback, userData,
-      [](OpPassManager &pm, const LowerToNVVMOptions &o) {
-        buildLowerToNVVMPipeline(pm, o);
+      [](OpPassManager &pm, const LowerToNVVMOptions &o, std::string *error) {
+        return buildLowerToNVVMPipeline(pm, o, error);
       });
 }

@@ -14,6 +14,8 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,17 @@ static KPoolError *wrap(const kpool::Status &status) {
   return status.ok() ? nullptr : makeError(status.message());
 }
 
+/// Runs `body`, turning an allocation failure (the only exception the
+/// runtime lets escape) into an error: nothing thrown crosses the C API.
+template <typename Body> static KPoolError *guard(const char *op, Body &&body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+  } catch (const std::length_error &) {
+  }
+  return makeError(std::string(op) + ": out of memory");
+}
+
 const char *kpoolErrorMessage(const KPoolError *error) {
   return error ? error->message.c_str() : "";
 }
@@ -49,23 +62,36 @@ static bool isElementType(int type) {
   return type == KPOOL_BF16 || type == KPOOL_F16 || type == KPOOL_F32;
 }
 
+/// The value a C caller passed as a KPoolElementType. C allows any int
+/// there; in C++ a value outside the enumerators' range is undefined, so it
+/// is read as the int it is (UBSan's enum check found 7 read as the enum).
+static int rawElementType(const KPoolElementType &type) {
+  int raw;
+  static_assert(sizeof(raw) == sizeof(type), "enum is int-sized");
+  std::memcpy(&raw, &type, sizeof raw);
+  return raw;
+}
+
 const char *kpoolElementTypeName(KPoolElementType type) {
-  return isElementType(type) ? kpool::elementTypeName(type) : nullptr;
+  int raw = rawElementType(type);
+  return isElementType(raw)
+             ? kpool::elementTypeName(static_cast<KPoolElementType>(raw))
+             : nullptr;
 }
 
 //===----------------------------------------------------------------------===//
 // Kernel sets
 //===----------------------------------------------------------------------===//
 
-KPoolError *kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
-                                 int64_t kpool, bool openmp, int64_t vectorSize,
-                                 KPoolKernelSet **result) {
+static KPoolError *kpoolKernelSetCreateImpl(int elementType, int64_t headDim,
+                                            int64_t kpool, bool openmp,
+                                            int64_t vectorSize,
+                                            KPoolKernelSet **result) {
   if (!result)
     return makeError("kernel set: the result pointer is null");
   *result = nullptr;
   if (!isElementType(elementType))
-    return makeError("kernel set: element type " +
-                     std::to_string(static_cast<int>(elementType)) +
+    return makeError("kernel set: element type " + std::to_string(elementType) +
                      " is not one of KPOOL_BF16, KPOOL_F16, KPOOL_F32");
   if (headDim < 1 || kpool < 1)
     return makeError("kernel set: head_dim and kpool must be at least 1, got " +
@@ -74,7 +100,7 @@ KPoolError *kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
     return makeError("kernel set: vector_size must not be negative, got " +
                      std::to_string(vectorSize));
   kpool::KernelConfig config;
-  config.elementType = elementType;
+  config.elementType = static_cast<KPoolElementType>(elementType);
   config.headDim = headDim;
   config.kpool = kpool;
   config.openmp = openmp;
@@ -89,16 +115,58 @@ KPoolError *kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
   return nullptr;
 }
 
+KPoolError *kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
+                                 int64_t kpool, bool openmp, int64_t vectorSize,
+                                 KPoolKernelSet **result) {
+  return guard("kernel set", [&] {
+    return kpoolKernelSetCreateImpl(rawElementType(elementType), headDim, kpool,
+                                    openmp, vectorSize, result);
+  });
+}
+
+static KPoolError *kpoolPoolOffsetsKernelCreateImpl(int64_t kpool,
+                                                    KPoolKernelSet **result) {
+  if (!result)
+    return makeError("pool_offsets kernel: the result pointer is null");
+  *result = nullptr;
+  if (kpool < 1)
+    return makeError("pool_offsets kernel: kpool must be at least 1, got " +
+                     std::to_string(kpool));
+  kpool::KernelConfig config;
+  config.elementType = KPOOL_F32;
+  config.headDim = 1;
+  config.kpool = kpool;
+  config.poolOffsetsOnly = true;
+  kpool::Status status;
+  std::shared_ptr<kpool::KernelSet> kernels =
+      kpool::KernelSet::get(config, status);
+  if (!kernels)
+    return makeError(status.ok() ? "pool_offsets kernel: compilation failed"
+                                 : status.message());
+  *result = new KPoolKernelSet{std::move(kernels)};
+  return nullptr;
+}
+
+KPoolError *kpoolPoolOffsetsKernelCreate(int64_t kpool,
+                                         KPoolKernelSet **result) {
+  return guard("pool_offsets kernel",
+               [&] { return kpoolPoolOffsetsKernelCreateImpl(kpool, result); });
+}
+
 void kpoolKernelSetDestroy(KPoolKernelSet *kernels) { delete kernels; }
 
+static bool live(const KPoolKernelSet *kernels) {
+  return kernels && kernels->kernels;
+}
 KPoolElementType kpoolKernelSetGetElementType(const KPoolKernelSet *kernels) {
-  return kernels->kernels->config().elementType;
+  return live(kernels) ? kernels->kernels->config().elementType
+                       : static_cast<KPoolElementType>(-1);
 }
 int64_t kpoolKernelSetGetHeadDim(const KPoolKernelSet *kernels) {
-  return kernels->kernels->config().headDim;
+  return live(kernels) ? kernels->kernels->config().headDim : -1;
 }
 int64_t kpoolKernelSetGetKPool(const KPoolKernelSet *kernels) {
-  return kernels->kernels->config().kpool;
+  return live(kernels) ? kernels->kernels->config().kpool : -1;
 }
 
 /// Checks what the C++ validator takes for granted: the operand exists and
@@ -130,11 +198,12 @@ static kpool::Validation validation(bool validate) {
   return validate ? kpool::Validation::Check : kpool::Validation::Trust;
 }
 
-KPoolError *kpoolCompress(const KPoolKernelSet *kernels,
-                          const KPoolView *pooled, const KPoolView *k,
-                          const KPoolView *gate, const KPoolView *ape,
-                          const KPoolView *iro, const KPoolView *pro,
-                          const KPoolView *cache, bool validate) {
+static KPoolError *kpoolCompressImpl(const KPoolKernelSet *kernels,
+                                     const KPoolView *pooled,
+                                     const KPoolView *k, const KPoolView *gate,
+                                     const KPoolView *ape, const KPoolView *iro,
+                                     const KPoolView *pro,
+                                     const KPoolView *cache, bool validate) {
   const char *op = "compress";
   KPOOL_CHECK(checkKernels(op, kernels));
   KPOOL_CHECK(checkView(op, "pooled", pooled));
@@ -148,11 +217,22 @@ KPoolError *kpoolCompress(const KPoolKernelSet *kernels,
                                          *cache, validation(validate)));
 }
 
-KPoolError *kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
-                          const KPoolView *k, const KPoolView *gate,
-                          const KPoolView *iro, const KPoolView *cache,
-                          const KPoolView *slots, int32_t numRequests,
-                          bool validate) {
+KPoolError *kpoolCompress(const KPoolKernelSet *kernels,
+                          const KPoolView *pooled, const KPoolView *k,
+                          const KPoolView *gate, const KPoolView *ape,
+                          const KPoolView *iro, const KPoolView *pro,
+                          const KPoolView *cache, bool validate) {
+  return guard("compress", [&] {
+    return kpoolCompressImpl(kernels, pooled, k, gate, ape, iro, pro, cache,
+                             validate);
+  });
+}
+
+static KPoolError *
+kpoolSeedTailImpl(const KPoolKernelSet *kernels, const KPoolView *tail,
+                  const KPoolView *k, const KPoolView *gate,
+                  const KPoolView *iro, const KPoolView *cache,
+                  const KPoolView *slots, int32_t numRequests, bool validate) {
   const char *op = "seed_tail";
   KPOOL_CHECK(checkKernels(op, kernels));
   KPOOL_CHECK(checkView(op, "tail", tail));
@@ -165,13 +245,24 @@ KPoolError *kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
                                          numRequests, validation(validate)));
 }
 
-KPoolError *kpoolRingClose(const KPoolKernelSet *kernels,
-                           const KPoolView *pooled, const KPoolView *closed,
-                           const KPoolView *tail, const KPoolView *k,
-                           const KPoolView *gate, const KPoolView *ape,
-                           const KPoolView *iro, const KPoolView *cache,
-                           const KPoolView *slots, int32_t numRequests,
-                           bool validate) {
+KPoolError *kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
+                          const KPoolView *k, const KPoolView *gate,
+                          const KPoolView *iro, const KPoolView *cache,
+                          const KPoolView *slots, int32_t numRequests,
+                          bool validate) {
+  return guard("seed_tail", [&] {
+    return kpoolSeedTailImpl(kernels, tail, k, gate, iro, cache, slots,
+                             numRequests, validate);
+  });
+}
+
+static KPoolError *
+kpoolRingCloseImpl(const KPoolKernelSet *kernels, const KPoolView *pooled,
+                   const KPoolView *closed, const KPoolView *tail,
+                   const KPoolView *k, const KPoolView *gate,
+                   const KPoolView *ape, const KPoolView *iro,
+                   const KPoolView *cache, const KPoolView *slots,
+                   int32_t numRequests, bool validate) {
   const char *op = "ring_close";
   KPOOL_CHECK(checkKernels(op, kernels));
   KPOOL_CHECK(checkView(op, "pooled", pooled));
@@ -188,9 +279,23 @@ KPoolError *kpoolRingClose(const KPoolKernelSet *kernels,
                                           numRequests, validation(validate)));
 }
 
-KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
-                             const KPoolView *pro, const KPoolView *iro,
-                             const KPoolView *cache, bool validate) {
+KPoolError *kpoolRingClose(const KPoolKernelSet *kernels,
+                           const KPoolView *pooled, const KPoolView *closed,
+                           const KPoolView *tail, const KPoolView *k,
+                           const KPoolView *gate, const KPoolView *ape,
+                           const KPoolView *iro, const KPoolView *cache,
+                           const KPoolView *slots, int32_t numRequests,
+                           bool validate) {
+  return guard("ring_close", [&] {
+    return kpoolRingCloseImpl(kernels, pooled, closed, tail, k, gate, ape, iro,
+                              cache, slots, numRequests, validate);
+  });
+}
+
+static KPoolError *kpoolPoolOffsetsImpl(const KPoolKernelSet *kernels,
+                                        const KPoolView *pro,
+                                        const KPoolView *iro,
+                                        const KPoolView *cache, bool validate) {
   const char *op = "pool_offsets";
   KPOOL_CHECK(checkKernels(op, kernels));
   KPOOL_CHECK(checkView(op, "pool_row_offsets", pro));
@@ -198,6 +303,14 @@ KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
   KPOOL_CHECK(checkView(op, "cache_lengths", cache));
   return wrap(
       kernels->kernels->poolOffsets(*pro, *iro, *cache, validation(validate)));
+}
+
+KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
+                             const KPoolView *pro, const KPoolView *iro,
+                             const KPoolView *cache, bool validate) {
+  return guard("pool_offsets", [&] {
+    return kpoolPoolOffsetsImpl(kernels, pro, iro, cache, validate);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -210,41 +323,47 @@ KPoolError *kpoolPoolStoreCreate(const KPoolKernelSet *kernels,
   return kpoolPoolStoreCreateWithWindow(kernels, maxSlots, 0, ape, result);
 }
 
-KPoolError *kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels,
-                                           int64_t maxSlots,
-                                           int64_t ringWindow,
-                                           const float *ape,
-                                           KPoolPoolStore **result) {
+static KPoolError *
+kpoolPoolStoreCreateWithWindowImpl(const KPoolKernelSet *kernels,
+                                   int64_t maxSlots, int64_t ringWindow,
+                                   const float *ape, KPoolPoolStore **result) {
   const char *op = "pool store";
   if (!result)
     return makeError("pool store: the result pointer is null");
   *result = nullptr;
   KPOOL_CHECK(checkKernels(op, kernels));
-  // Slots are uint32 and the ring is one allocation; keep it sane.
-  if (maxSlots < 1 || maxSlots > (int64_t(1) << 31))
-    return makeError("pool store: max_slots must be in [1, 2^31], got " +
-                     std::to_string(maxSlots));
-  int64_t kpool = kernels->kernels->config().kpool;
-  if (ringWindow != 0 && (ringWindow < kpool || ringWindow > (int64_t(1) << 31)))
-    return makeError("pool store: ring_window must be 0 (kpool) or in [kpool "
-                     "= " + std::to_string(kpool) + ", 2^31], got " +
-                     std::to_string(ringWindow));
-  if (!ape)
-    return makeError("pool store: 'ape' is null");
-  auto store = std::make_unique<KPoolPoolStore>();
-  store->store = std::make_unique<kpool::PoolStore>(kernels->kernels, maxSlots,
-                                                    ape, ringWindow);
+  kpool::Status status;
+  std::unique_ptr<kpool::PoolStore> created = kpool::PoolStore::create(
+      kernels->kernels, maxSlots, ape, status, ringWindow);
+  if (!created)
+    return wrap(status);
+  auto store =
+      std::unique_ptr<KPoolPoolStore>(new (std::nothrow) KPoolPoolStore);
+  if (!store)
+    return makeError("pool store: out of memory");
+  store->store = std::move(created);
   store->maxSlots = maxSlots;
   *result = store.release();
   return nullptr;
 }
 
+KPoolError *kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels,
+                                           int64_t maxSlots, int64_t ringWindow,
+                                           const float *ape,
+                                           KPoolPoolStore **result) {
+  return guard("pool store", [&] {
+    return kpoolPoolStoreCreateWithWindowImpl(kernels, maxSlots, ringWindow,
+                                              ape, result);
+  });
+}
+
 void kpoolPoolStoreDestroy(KPoolPoolStore *store) { delete store; }
 
-KPoolError *kpoolPoolStoreStep(KPoolPoolStore *store, const KPoolView *k,
-                               const KPoolView *gate, int64_t numRequests,
-                               const uint32_t *iro, const uint32_t *slots,
-                               int64_t *numProduced) {
+static KPoolError *
+kpoolPoolStoreStepImpl(KPoolPoolStore *store, const KPoolView *k,
+                       const KPoolView *gate, int64_t numRequests,
+                       const uint32_t *iro, const uint32_t *slots,
+                       int64_t *numProduced) {
   const char *op = "step";
   if (numProduced)
     *numProduced = 0;
@@ -272,6 +391,16 @@ KPoolError *kpoolPoolStoreStep(KPoolPoolStore *store, const KPoolView *k,
   if (numProduced)
     *numProduced = static_cast<int64_t>(produced.size());
   return nullptr;
+}
+
+KPoolError *kpoolPoolStoreStep(KPoolPoolStore *store, const KPoolView *k,
+                               const KPoolView *gate, int64_t numRequests,
+                               const uint32_t *iro, const uint32_t *slots,
+                               int64_t *numProduced) {
+  return guard("step", [&] {
+    return kpoolPoolStoreStepImpl(store, k, gate, numRequests, iro, slots,
+                                  numProduced);
+  });
 }
 
 const KPoolProducedPool *kpoolPoolStoreGetProduced(const KPoolPoolStore *store,
@@ -308,9 +437,10 @@ static std::string slotError(const char *op, const KPoolPoolStore *store,
          " is not below max_slots = " + std::to_string(store->maxSlots);
 }
 
-KPoolError *kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
-                                    int64_t first, int64_t count,
-                                    const KPoolView *dst) {
+static KPoolError *kpoolPoolStoreCopyPoolsImpl(const KPoolPoolStore *store,
+                                               uint32_t slot, int64_t first,
+                                               int64_t count,
+                                               const KPoolView *dst) {
   const char *op = "copy_pools";
   if (!store)
     return makeError("copy_pools: the pool store is null");
@@ -340,6 +470,19 @@ KPoolError *kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
                   row + d * size, size);
   }
   return nullptr;
+}
+
+KPoolError *kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
+                                    int64_t first, int64_t count,
+                                    const KPoolView *dst) {
+  return guard("copy_pools", [&] {
+    return kpoolPoolStoreCopyPoolsImpl(store, slot, first, count, dst);
+  });
+}
+
+bool kpoolRingHoldsPending(int64_t kpool, int64_t window, int64_t accepted,
+                           int64_t end) {
+  return kpool >= 1 && kpool::ringHoldsPending(kpool, window, accepted, end);
 }
 
 int64_t kpoolPoolStoreGetRingWindow(const KPoolPoolStore *store) {

@@ -25,6 +25,10 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+
+#include <algorithm>
+#include <iterator>
 
 using namespace mlir;
 
@@ -40,8 +44,130 @@ std::string kpool::resolveCudaToolkitPath(StringRef option) {
   return "";
 }
 
-void kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
-                                     const LowerToNVVMOptions &options) {
+namespace {
+/// An architecture LLVM's NVPTX backend (LLVM 22) knows and the lowest PTX
+/// version it accepts for it (times ten). LLVM warns and ignores an unknown
+/// chip and stops the process ("LLVM ERROR") for a PTX version below the
+/// minimum, so both are checked here first.
+struct Chip {
+  const char *name;
+  int minPtx;
+};
+constexpr Chip kChips[] = {
+    {"sm_20", 32},   {"sm_21", 32},   {"sm_30", 32},   {"sm_32", 40},
+    {"sm_35", 32},   {"sm_37", 41},   {"sm_50", 40},   {"sm_52", 41},
+    {"sm_53", 42},   {"sm_60", 50},   {"sm_61", 50},   {"sm_62", 50},
+    {"sm_70", 60},   {"sm_72", 61},   {"sm_75", 63},   {"sm_80", 70},
+    {"sm_86", 71},   {"sm_87", 74},   {"sm_88", 90},   {"sm_89", 78},
+    {"sm_90", 78},   {"sm_90a", 80},  {"sm_100", 86},  {"sm_100a", 86},
+    {"sm_100f", 88}, {"sm_101", 86},  {"sm_101a", 86}, {"sm_101f", 88},
+    {"sm_103", 88},  {"sm_103a", 88}, {"sm_103f", 88}, {"sm_110", 90},
+    {"sm_110a", 90}, {"sm_110f", 90}, {"sm_120", 87},  {"sm_120a", 87},
+    {"sm_120f", 88}, {"sm_121", 88},  {"sm_121a", 88}, {"sm_121f", 88},
+};
+/// The PTX versions LLVM 22 knows (its `ptxNN` features).
+constexpr int kPtxVersions[] = {32, 40, 41, 42, 43, 50, 60, 61, 62, 63, 64,
+                                65, 70, 71, 72, 73, 74, 75, 76, 77, 78, 80,
+                                81, 82, 83, 84, 85, 86, 87, 88, 90};
+
+std::string ptxName(int version) {
+  return std::to_string(version / 10) + "." + std::to_string(version % 10);
+}
+
+bool isFile(const std::string &path) {
+  return llvm::sys::fs::exists(path) && !llvm::sys::fs::is_directory(path);
+}
+} // namespace
+
+LogicalResult kpool::verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
+                                              std::string &error) {
+  auto fail = [&](const std::string &message) {
+    error = "kpool-lower-to-nvvm: " + message;
+    return failure();
+  };
+  const std::string &chipName = options.chip;
+  const Chip *chip =
+      llvm::find_if(kChips, [&](const Chip &c) { return chipName == c.name; });
+  if (chip == std::end(kChips))
+    return fail("chip='" + chipName +
+                "' is not an NVIDIA architecture LLVM knows (sm_20 ... "
+                "sm_121f, e.g. sm_90 for Hopper)");
+
+  int ptx = 0;
+  SmallVector<StringRef> features;
+  StringRef(options.features).split(features, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef feature : features) {
+    feature = feature.trim();
+    unsigned version = 0;
+    if (!feature.consume_front("+ptx") || feature.getAsInteger(10, version) ||
+        !llvm::is_contained(kPtxVersions, int(version)))
+      return fail("features='" + options.features +
+                  "': expected a comma-separated list of PTX versions "
+                  "LLVM knows, +ptx32 ... +ptx90 (e.g. +ptx80), got '" +
+                  feature.str() + "'");
+    ptx = std::max(ptx, int(version));
+  }
+  if (ptx && ptx < chip->minPtx)
+    return fail("features='" + options.features + "' selects PTX " +
+                ptxName(ptx) + ", but chip=" + chipName + " needs PTX " +
+                ptxName(chip->minPtx) + " or later (e.g. features=+ptx" +
+                std::to_string(chip->minPtx) + ")");
+
+  const std::string &format = options.format;
+  if (format != "isa" && format != "bin" && format != "fatbin")
+    return fail("format='" + format +
+                "' is not one of isa (PTX text), bin (cubin), fatbin");
+  if (options.optLevel < 0 || options.optLevel > 3)
+    return fail("opt-level must be in [0, 3], got " +
+                std::to_string(options.optLevel));
+  if (options.vectorBytes < 1 || options.vectorBytes > 16 ||
+      !llvm::isPowerOf2_64(options.vectorBytes))
+    return fail("vector-bytes must be a power of two in [1, 16], got " +
+                std::to_string(options.vectorBytes));
+  if (options.blockSize < 1 || options.blockSize > 1024)
+    return fail("block-size must be in [1, 1024], got " +
+                std::to_string(options.blockSize));
+
+  const std::string &explicitToolkit = options.cudaToolkit;
+  if (!explicitToolkit.empty() && !llvm::sys::fs::is_directory(explicitToolkit))
+    return fail("cuda-toolkit='" + explicitToolkit + "' is not a directory");
+  std::string toolkit = resolveCudaToolkitPath(explicitToolkit);
+  std::string where =
+      toolkit.empty() ? std::string("no CUDA toolkit was found (cuda-toolkit "
+                                    "is empty and $CUDA_HOME, $CUDA_PATH, "
+                                    "$CUDA_ROOT, /usr/local/cuda do not exist)")
+                      : "the CUDA toolkit '" + toolkit + "'";
+  if (!options.approximateExp &&
+      (toolkit.empty() || !isFile(toolkit + "/nvvm/libdevice/libdevice.10.bc")))
+    return fail(
+        "exact exp needs libdevice, but " + where +
+        (toolkit.empty() ? "" : " has no nvvm/libdevice/libdevice.10.bc") +
+        "; set cuda-toolkit=<root> or pass approximate-exp=true");
+  if (format != "isa") {
+    for (const char *tool : {"ptxas", "fatbinary"}) {
+      if (format == "bin" && StringRef(tool) == "fatbinary")
+        continue;
+      if (!toolkit.empty() ? isFile(toolkit + "/bin/" + tool)
+                           : bool(llvm::sys::findProgramByName(tool)))
+        continue;
+      return fail("format=" + format + " runs " + tool + ", but " + where +
+                  (toolkit.empty() ? " and it is not on PATH"
+                                   : " has no bin/" + std::string(tool)) +
+                  "; set cuda-toolkit=<root> or use format=isa");
+    }
+  }
+  return success();
+}
+
+LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
+                                              const LowerToNVVMOptions &options,
+                                              std::string *error) {
+  std::string message;
+  if (failed(verifyLowerToNVVMOptions(options, message))) {
+    if (error)
+      *error = message;
+    return failure();
+  }
   // kpool -> gpu.launch over the structured IR.
   // Bufferization without deallocation: that makes a public function return
   // owned buffers, so each returned argument would get a bufferization.clone,
@@ -56,10 +182,10 @@ void kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   KPoolMapToGPUPassOptions mapOptions;
   mapOptions.vectorBytes = options.vectorBytes;
   mapOptions.blockSize = options.blockSize;
-  // Without a toolkit there is no libdevice, and math.exp would stay an
-  // unresolved __nv_expf call in the PTX: approximate it instead.
+  // verifyLowerToNVVMOptions made sure libdevice exists unless exp is
+  // approximated (math.exp would otherwise stay an unresolved __nv_expf).
   std::string toolkit = resolveCudaToolkitPath(options.cudaToolkit);
-  mapOptions.approximateExp = options.approximateExp || toolkit.empty();
+  mapOptions.approximateExp = options.approximateExp;
   pm.addNestedPass<func::FuncOp>(createKPoolMapToGPUPass(mapOptions));
   // The scalar channel loops are already scf.for; this catches any other
   // linalg op a caller put next to the kpool ops.
@@ -112,4 +238,5 @@ void kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  return success();
 }

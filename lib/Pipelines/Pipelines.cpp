@@ -30,8 +30,26 @@ void kpool::buildBufferizationPipeline(OpPassManager &pm, bool deallocate) {
   pm.addPass(createConvertBufferizationToMemRefPass());
 }
 
-void kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
-                                     const LowerToLLVMOptions &options) {
+LogicalResult kpool::verifyLowerToLLVMOptions(const LowerToLLVMOptions &options,
+                                              std::string &error) {
+  if (options.vectorSize < 0) {
+    error = "kpool-lower-to-llvm: vector-size must be 0 (scalar) or a "
+            "positive number of channels, got " +
+            std::to_string(options.vectorSize);
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
+                                              const LowerToLLVMOptions &options,
+                                              std::string *error) {
+  std::string message;
+  if (failed(verifyLowerToLLVMOptions(options, message))) {
+    if (error)
+      *error = message;
+    return failure();
+  }
   if (options.bufferize)
     buildBufferizationPipeline(pm, options.deallocate);
   pm.addPass(createConvertKPoolToLinalgPass());
@@ -60,15 +78,41 @@ void kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  return success();
+}
+
+/// Registers a pipeline whose builder checks its options: a bad value is
+/// reported through the pipeline parser's error handler (a diagnostic and a
+/// failed pass-pipeline parse), never by a crash in a later pass.
+template <typename Options>
+static void registerChecked(StringRef name, StringRef description,
+                            LogicalResult (*build)(OpPassManager &,
+                                                   const Options &,
+                                                   std::string *)) {
+  registerPassPipeline(
+      name, description,
+      [build](OpPassManager &pm, StringRef text,
+              function_ref<LogicalResult(const Twine &)> errorHandler) {
+        Options options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        std::string error;
+        if (failed(build(pm, options, &error)))
+          return errorHandler(error);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(Options());
+      });
 }
 
 void kpool::registerPipelines() {
-  PassPipelineRegistration<LowerToLLVMOptions>(
+  registerChecked<LowerToLLVMOptions>(
       "kpool-lower-to-llvm",
       "Lower kpool ops on tensors (or memrefs, bufferize=false) in func.func "
       "to the LLVM dialect for the CPU",
       buildLowerToLLVMPipeline);
-  PassPipelineRegistration<LowerToNVVMOptions>(
+  registerChecked<LowerToNVVMOptions>(
       "kpool-lower-to-nvvm",
       "Lower kpool ops on tensors (or memrefs, bufferize=false) in func.func "
       "to GPU kernels in a gpu.binary (NVVM) and host code in the LLVM "

@@ -24,6 +24,8 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <mutex>
+
 using namespace kpool;
 
 static mlir::DialectRegistry &registry() {
@@ -63,21 +65,33 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
     return mlir::success();
   });
 
-  std::string prefix = mlir::kpool::kernelPrefix(config.elementType,
-                                                 config.headDim, config.kpool);
+  bool offsetsOnly = config.poolOffsetsOnly;
+  std::string prefix =
+      offsetsOnly ? "kpool_offsets_k" + std::to_string(config.kpool) + "_"
+                  : mlir::kpool::kernelPrefix(config.elementType,
+                                              config.headDim, config.kpool);
   auto module = mlir::kpool::buildKernelModule(
-      context, config.elementType, config.headDim, config.kpool, prefix);
+      context, config.elementType, offsetsOnly ? 1 : config.headDim,
+      config.kpool, prefix, offsetsOnly);
   mlir::PassManager pm(&context);
   mlir::kpool::LowerToLLVMOptions options;
   options.bufferize = false;
   options.openmp = config.openmp;
   options.vectorSize = config.vectorSize;
-  mlir::kpool::buildLowerToLLVMPipeline(pm, options);
+  std::string pipelineError;
+  if (mlir::failed(
+          mlir::kpool::buildLowerToLLVMPipeline(pm, options, &pipelineError)))
+    return Status::error(pipelineError);
   if (mlir::failed(pm.run(*module)))
     return Status::error("lowering the kernels failed:\n" + diagnostics);
 
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
+  // Configurations compile concurrently (the cache locks per
+  // configuration); LLVM's target registration happens once.
+  static std::once_flag initialized;
+  std::call_once(initialized, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
   mlir::ExecutionEngineOptions engineOptions;
   auto transformer = mlir::makeOptimizingTransformer(
       /*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
@@ -106,12 +120,14 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(*symbol);
     return Status();
   };
-  for (Status s : {lookup(names.compress, backend.compress),
-                   lookup(names.seedTail, backend.seedTail),
-                   lookup(names.ringClose, backend.ringClose),
-                   lookup(names.poolOffsets, backend.poolOffsets)})
-    if (!s.ok())
-      return s;
+  if (Status s = lookup(names.poolOffsets, backend.poolOffsets); !s.ok())
+    return s;
+  if (!offsetsOnly)
+    for (Status s : {lookup(names.compress, backend.compress),
+                     lookup(names.seedTail, backend.seedTail),
+                     lookup(names.ringClose, backend.ringClose)})
+      if (!s.ok())
+        return s;
   backend.owner = std::move(state);
   return Status();
 }

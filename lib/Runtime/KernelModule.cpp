@@ -25,11 +25,10 @@ std::string mlir::kpool::kernelPrefix(KPoolElementType type, int64_t headDim,
          std::to_string(headDim) + "_k" + std::to_string(kpool) + "_";
 }
 
-OwningOpRef<ModuleOp> mlir::kpool::buildKernelModule(MLIRContext &ctx,
-                                                     KPoolElementType type,
-                                                     int64_t headDim,
-                                                     int64_t kpool,
-                                                     StringRef prefix) {
+OwningOpRef<ModuleOp>
+mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
+                               int64_t headDim, int64_t kpool, StringRef prefix,
+                               bool poolOffsetsOnly) {
   ctx.loadDialect<func::FuncDialect, memref::MemRefDialect, arith::ArithDialect,
                   KPoolDialect>();
   OpBuilder b(&ctx);
@@ -66,6 +65,11 @@ OwningOpRef<ModuleOp> mlir::kpool::buildKernelModule(MLIRContext &ctx,
     func::ReturnOp::create(b, loc);
   };
 
+  makeFunc(names.poolOffsets, {meta, meta, meta}, [&](ValueRange a) {
+    PoolOffsetsOp::create(b, loc, TypeRange{}, kAttr, a[1], a[2], a[0]);
+  });
+  if (poolOffsetsOnly)
+    return module;
   makeFunc(names.compress, {keys, keys, keys, ape, meta, meta, meta},
            [&](ValueRange a) {
              CompressOp::create(b, loc, TypeRange{}, kAttr, dAttr, a[1], a[2],
@@ -83,8 +87,5 @@ OwningOpRef<ModuleOp> mlir::kpool::buildKernelModule(MLIRContext &ctx,
                                  a[4], a[5], a[6], a[7], a[8], a[9], a[0],
                                  a[1]);
            });
-  makeFunc(names.poolOffsets, {meta, meta, meta}, [&](ValueRange a) {
-    PoolOffsetsOp::create(b, loc, TypeRange{}, kAttr, a[1], a[2], a[0]);
-  });
   return module;
 }

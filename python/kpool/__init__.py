@@ -1,16 +1,19 @@
 """kpool from Python: the pooled-key kernels on numpy arrays.
 
 A ctypes binding of libKPoolCAPI.so (no compiled extension), plus a pure-numpy
-reference of the spec in :mod:`kpool.reference`. bf16 arrays are uint16 bit
-patterns (see :mod:`kpool.types`).
+reference of the contract (docs/semantics.md; installed as
+share/doc/kpool/docs/semantics.md) in :mod:`kpool.reference`. bf16 arrays are
+uint16 bit patterns (see :mod:`kpool.types`).
 
-Quick start::
+Quick start (docs/python.md has more; examples/python/serving_loop.py is a
+complete program)::
 
     import numpy as np, kpool
+    k = gate = np.zeros((9, 128), np.uint16)        # 9 bf16 tokens
     ape = np.zeros((4, 128), np.float32)
-    pooled = kpool.compress(k, gate, ape, iro, None, cache)   # pro computed
+    pooled = kpool.compress(k, gate, ape, [0, 9], None, [0])   # 2 pools
     store = kpool.PoolStore(ape, max_slots=8, dtype="bf16")
-    produced = store.step(k, gate, iro, slots)
+    produced = store.step(k, gate, [0, 9], [5])     # request in slot 5
 
 The library is found through ``$KPOOL_CAPI_LIB`` or next to an install; see
 :mod:`kpool._capi` and docs/python.md.
@@ -19,7 +22,8 @@ The library is found through ``$KPOOL_CAPI_LIB`` or next to an install; see
 from . import reference
 from ._capi import KPoolError, LibraryNotFoundError, library_path
 from .runtime import (KernelSet, PoolStore, ProducedPool, compress,
-                      kernel_set, pool_offsets, ring_close, seed_tail)
+                      kernel_set, pool_offsets, ring_close, ring_holds_pending,
+                      seed_tail)
 from .types import (DTYPES, bf16_to_f32, element_type, f32_to_bf16, from_f32,
                     to_f32, ulp_distance)
 
@@ -29,6 +33,7 @@ __all__ = [
     "KernelSet",
     "LibraryNotFoundError",
     "PoolStore",
+    "ring_holds_pending",
     "ProducedPool",
     "bf16_to_f32",
     "compress",

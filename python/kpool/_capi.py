@@ -99,6 +99,8 @@ def _declare(lib):
     fn("kpoolElementTypeName", ctypes.c_char_p, ctypes.c_int)
     fn("kpoolKernelSetCreate", _ErrorP, ctypes.c_int, c_int64, c_int64,
        c_bool, c_int64, ctypes.POINTER(c_void_p))
+    fn("kpoolPoolOffsetsKernelCreate", _ErrorP, c_int64,
+       ctypes.POINTER(c_void_p))
     fn("kpoolKernelSetDestroy", None, c_void_p)
     fn("kpoolCompress", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, _ViewP,
        _ViewP, _ViewP, _ViewP, c_bool)
@@ -112,6 +114,8 @@ def _declare(lib):
     fn("kpoolPoolStoreCreateWithWindow", _ErrorP, c_void_p, c_int64,
        c_int64, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
     fn("kpoolPoolStoreGetRingWindow", c_int64, c_void_p)
+    fn("kpoolRingHoldsPending", ctypes.c_bool, c_int64, c_int64, c_int64,
+       c_int64)
     fn("kpoolPoolStoreAccept", _ErrorP, c_void_p, c_uint32, c_int64)
     fn("kpoolPoolStoreDestroy", None, c_void_p)
     fn("kpoolPoolStoreStep", _ErrorP, c_void_p, _ViewP, _ViewP, c_int64, u32p,

@@ -1,4 +1,4 @@
-"""A pure-numpy reference of the kpool operations (spec/semantics.md).
+"""A pure-numpy reference of the kpool operations (docs/semantics.md).
 
 Usable without the compiled library: to check the kernels, to prototype a
 serving loop, or to see exactly what each operation computes. Arrays use the
@@ -13,7 +13,7 @@ rounded add), one division and one rounding to the element type at the end.
 numpy's ``exp`` is not the kernels' polynomial, so results agree within a few
 units in the last place, not bit for bit.
 
-The runtime guards of the spec are modelled too: reversed or overlong rows
+The runtime guards of the contract are modelled too: reversed or overlong rows
 bring no tokens, a slot at or past ``max_slots`` neither reads nor writes the
 ring, a request writes only its own pooled rows that exist, and
 ``num_requests`` is clamped to ``[0, B]``.

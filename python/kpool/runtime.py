@@ -15,6 +15,7 @@ written nothing.
 
 import collections
 import ctypes
+import operator
 import threading
 
 import numpy as np
@@ -32,6 +33,7 @@ __all__ = [
     "seed_tail",
     "ring_close",
     "pool_offsets",
+    "ring_holds_pending",
 ]
 
 _ETYPE_CODES = {"bf16": _capi.BF16, "f16": _capi.F16, "f32": _capi.F32}
@@ -87,6 +89,17 @@ def _meta(op, name, values, length=None):
     if array.ndim != 1:
         raise KPoolError(f"{op}: '{name}' must be one-dimensional, got shape "
                          f"{list(array.shape)}")
+    if array.dtype == object:
+        # numpy keeps Python ints beyond 64 bits as objects.
+        items = array.tolist()
+        if all(isinstance(v, int) and not isinstance(v, bool)
+               for v in items):
+            b = next((i for i, v in enumerate(items)
+                      if not 0 <= v <= 0xFFFFFFFF), None)
+            if b is not None:
+                raise KPoolError(f"{op}: {name}[{b}] = {items[b]} is not an "
+                                 "unsigned 32-bit value")
+            array = np.array(items, dtype=np.uint32)
     if array.dtype == np.uint32:
         pass
     elif array.dtype == np.int32:
@@ -124,6 +137,39 @@ def _out_meta(op, name, array, length, dtypes):
     return array
 
 
+def _int(op, name, value, low, high=None):
+    """`value` as a Python int in ``[low, high]`` (``high`` None: 2^63 - 1).
+
+    Accepts ints and numpy integers (anything with ``__index__``); rejects
+    bools, floats, strings and the rest with TypeError, and values out of
+    range with KPoolError (a ValueError), naming `name`: nothing is
+    truncated, rounded or wrapped.
+    """
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        raise TypeError(f"{op}: '{name}' must be an integer, got "
+                        f"{type(value).__name__} {value!r}")
+    value = operator.index(value)
+    high = 2**63 - 1 if high is None else high
+    if not low <= value <= high:
+        raise KPoolError(f"{op}: '{name}' = {value} is not in [{low}, "
+                         f"{high}]")
+    return value
+
+
+def _bool(op, name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{op}: '{name}' must be True or False, got "
+                        f"{type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def _config(op, dtype, head_dim, kpool, openmp, vector_size):
+    """The checked (element type, head_dim, kpool, openmp, vector_size)."""
+    return (element_type(dtype), _int(op, "head_dim", head_dim, 1),
+            _int(op, "kpool", kpool, 1), _bool(op, "openmp", openmp),
+            _int(op, "vector_size", vector_size, 0))
+
+
 class KernelSet:
     """The four kernels compiled for one (element type, head_dim, kpool).
 
@@ -134,12 +180,10 @@ class KernelSet:
 
     def __init__(self, dtype, head_dim, kpool, *, openmp=False,
                  vector_size=16):
-        self.element_type = element_type(dtype)
+        (self.element_type, self.head_dim, self.kpool, self.openmp,
+         self.vector_size) = _config("kernel set", dtype, head_dim, kpool,
+                                     openmp, vector_size)
         self.dtype = DTYPES[self.element_type]
-        self.head_dim = int(head_dim)
-        self.kpool = int(kpool)
-        self.openmp = bool(openmp)
-        self.vector_size = int(vector_size)
         lib = _capi.load()
         handle = ctypes.c_void_p()
         _capi.check(lib.kpoolKernelSetCreate(
@@ -219,7 +263,8 @@ class KernelSet:
         cache = _meta(op, "cache_lengths", cache_lengths)
         iro = _meta(op, "input_row_offsets", input_row_offsets)
         slots = _meta(op, "slot_idx", slot_idx)
-        n = cache.shape[0] if num_requests is None else int(num_requests)
+        n = cache.shape[0] if num_requests is None else _i32(op,
+                                                             num_requests)
         u32 = np.dtype(np.uint32)
         _capi.check(self._lib.kpoolSeedTail(
             self._handle, _view(op, "tail", tail, self.dtype, 4, True),
@@ -240,7 +285,7 @@ class KernelSet:
         iro = _meta(op, "input_row_offsets", input_row_offsets)
         slots = _meta(op, "slot_idx", slot_idx)
         batch = cache.shape[0]
-        n = batch if num_requests is None else int(num_requests)
+        n = batch if num_requests is None else _i32(op, num_requests)
         if pooled is None:
             pooled = np.zeros((batch, self.head_dim), dtype=self.dtype)
         if closed_pool is None:
@@ -260,26 +305,54 @@ class KernelSet:
 
 
 def _i32(op, n):
-    if not -2**31 <= n < 2**31:
-        raise KPoolError(f"{op}: num_requests = {n} is not a 32-bit integer")
-    return n
+    return _int(op, "num_requests", n, -2**31, 2**31 - 1)
 
 
 _sets = {}
-_sets_lock = threading.Lock()
+_sets_lock = threading.Lock()   # guards _sets and _compiling only
+_compiling = {}                 # key -> the lock held while it compiles
+
+
+def _shared(key, create):
+    """The set cached under `key`, made by `create()` on first use. Only
+    the callers of one key wait while it compiles (the C call releases the
+    GIL); every other configuration stays usable meanwhile."""
+    with _sets_lock:
+        kernels = _sets.get(key)
+        if kernels is not None:
+            return kernels
+        lock = _compiling.setdefault(key, threading.Lock())
+    with lock:
+        with _sets_lock:
+            kernels = _sets.get(key)
+        if kernels is None:
+            kernels = create()
+            with _sets_lock:
+                _sets[key] = kernels
+        return kernels
 
 
 def kernel_set(dtype, head_dim, kpool, *, openmp=False, vector_size=16):
     """The shared :class:`KernelSet` of a configuration (created once)."""
-    key = (element_type(dtype), int(head_dim), int(kpool), bool(openmp),
-           int(vector_size))
-    with _sets_lock:
-        kernels = _sets.get(key)
-        if kernels is None:
-            kernels = KernelSet(key[0], key[1], key[2], openmp=key[3],
-                                vector_size=key[4])
-            _sets[key] = kernels
-        return kernels
+    key = _config("kernel set", dtype, head_dim, kpool, openmp, vector_size)
+    return _shared(key, lambda: KernelSet(key[0], key[1], key[2],
+                                          openmp=key[3], vector_size=key[4]))
+
+
+class _OffsetsKernel(KernelSet):
+    """Only the pool_offsets kernel of one kpool (one small kernel to
+    compile; the scan depends on nothing else)."""
+
+    def __init__(self, kpool):
+        self.element_type, self.dtype = "f32", DTYPES["f32"]
+        self.head_dim, self.kpool = 1, _int("pool_offsets", "kpool", kpool, 1)
+        self.openmp, self.vector_size = False, 0
+        lib = _capi.load()
+        handle = ctypes.c_void_p()
+        _capi.check(lib.kpoolPoolOffsetsKernelCreate(self.kpool,
+                                                     ctypes.byref(handle)))
+        self._lib = lib
+        self._handle = handle
 
 
 def _geometry(op, name, array, rank, dim):
@@ -295,12 +368,21 @@ def _geometry(op, name, array, rank, dim):
 def pool_offsets(input_row_offsets, cache_lengths, kpool, *, out=None,
                  validate=True, **options):
     """kpool.pool_offsets for ``kpool`` tokens per pool; see
-    :meth:`KernelSet.pool_offsets`."""
+    :meth:`KernelSet.pool_offsets`. Uses a kernel set of this ``kpool`` if
+    one exists, else compiles the scan kernel alone (not a whole set)."""
+    kpool = _int("pool_offsets", "kpool", kpool, 1)
+    unknown = sorted(set(options) - {"openmp", "vector_size"})
+    if unknown:
+        raise TypeError("pool_offsets: unexpected keyword argument(s) "
+                        + ", ".join(unknown))
+    # openmp and vector_size do not change the scan: accepted and ignored.
+    # Any kernel set of this kpool has the scan; else compile it alone.
     with _sets_lock:
         kernels = next((s for key, s in _sets.items()
-                        if key[2] == int(kpool)), None)
+                        if key[2] == kpool and key[0] != "offsets"), None)
     if kernels is None:
-        kernels = kernel_set("f32", 1, kpool, **options)
+        kernels = _shared(("offsets", 0, kpool, False, 0),
+                          lambda: _OffsetsKernel(kpool))
     return kernels.pool_offsets(input_row_offsets, cache_lengths, out=out,
                                 validate=validate)
 
@@ -321,7 +403,9 @@ def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
               num_requests=None, *, kpool=None, validate=True, **options):
     """kpool.seed_tail; configuration from ``tail`` ``[S, 2, R, D]``. See
     :meth:`KernelSet.seed_tail`. What seed_tail stores depends only on the
-    ring window ``R``, so ``kpool`` (at most ``R``) defaults to ``R``."""
+    ring window ``R``, so ``kpool`` (at most ``R``) defaults to ``R``; pass
+    the model's ``kpool`` to reuse its kernel set (each configuration
+    compiles all four kernels once)."""
     if kpool is None:
         kpool = _geometry("seed_tail", "tail", tail, 4, 2)
     dim = _geometry("seed_tail", "tail", tail, 4, 3)
@@ -343,6 +427,17 @@ def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
                               cache_lengths, slot_idx, num_requests,
                               pooled=pooled, closed_pool=closed_pool,
                               validate=validate)
+
+
+def ring_holds_pending(kpool, window, accepted, end):
+    """The contract's rollback condition, for engines that track lengths
+    themselves: after a call that brought positions ``[c, end)`` of a
+    request, continuing it at length ``accepted`` (``c <= accepted <= end``)
+    with a ring of ``window`` rows is valid iff ``accepted % kpool == 0`` or
+    ``end - (accepted // kpool) * kpool <= window``. :meth:`PoolStore.accept`
+    checks the same."""
+    args = [operator.index(v) for v in (kpool, window, accepted, end)]
+    return bool(_capi.load().kpoolRingHoldsPending(*args))
 
 
 def _dtype(op, name, array):
@@ -376,10 +471,22 @@ class PoolStore:
 
     def __init__(self, ape, max_slots, dtype, *, ring_window=None,
                  openmp=False, vector_size=16):
-        ape = np.asarray(ape)
-        if ape.dtype != np.float32:
-            raise TypeError(f"pool store: 'ape' must have dtype float32, got "
-                            f"{ape.dtype}")
+        op = "pool store"
+        if isinstance(ape, np.ndarray):
+            if ape.dtype != np.float32:
+                raise TypeError(f"pool store: 'ape' must have dtype float32, "
+                                f"got {ape.dtype}")
+        else:
+            # Nested lists of numbers are converted (to float32).
+            try:
+                ape = np.array(ape, dtype=np.float32)
+            except (TypeError, ValueError) as e:
+                raise TypeError("pool store: 'ape' must be a float32 array "
+                                "or nested lists of numbers "
+                                f"[kpool][head_dim] ({e})") from None
+        max_slots = _int(op, "max_slots", max_slots, 1, 2**31)
+        ring_window = (0 if ring_window is None
+                       else _int(op, "ring_window", ring_window, 1, 2**31))
         if ape.ndim != 2:
             raise KPoolError("pool store: 'ape' must be [kpool, head_dim], "
                              f"got shape {list(ape.shape)}")
@@ -392,13 +499,12 @@ class PoolStore:
         lib = _capi.load()
         handle = ctypes.c_void_p()
         _capi.check(lib.kpoolPoolStoreCreateWithWindow(
-            self.kernels._handle, int(max_slots),
-            0 if ring_window is None else int(ring_window),
+            self.kernels._handle, max_slots, ring_window,
             self._ape.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
             ctypes.byref(handle)))
         self._lib = lib
         self._handle = handle
-        self.max_slots = int(max_slots)
+        self.max_slots = max_slots
         #: Ring rows per slot (``R >= kpool``).
         self.ring_window = lib.kpoolPoolStoreGetRingWindow(handle)
 
@@ -453,13 +559,20 @@ class PoolStore:
         empty = np.zeros((0, self.head_dim), dtype=self.dtype)
         ks = [np.asarray(r[1]) for r in requests] or [empty]
         gates = [np.asarray(r[2]) for r in requests] or [empty]
-        counts = [k.shape[0] if k.ndim else 0 for k in ks[:len(requests)]]
+        for b, r in enumerate(requests):
+            for name, rows in (("k", ks[b]), ("gate", gates[b])):
+                if rows.ndim != 2:
+                    raise KPoolError(
+                        f"step: request {b}: '{name}' rows must be "
+                        f"[tokens, head_dim = {self.head_dim}], got shape "
+                        f"{list(rows.shape)}")
+        counts = [k.shape[0] for k in ks[:len(requests)]]
         iro = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         return self.step(np.concatenate(ks), np.concatenate(gates), iro,
                          [r[0] for r in requests])
 
     def _slot(self, op, slot):
-        slot = int(slot)
+        slot = _int(op, "slot", slot, -2**63)
         if not 0 <= slot < self.max_slots:
             raise KPoolError(f"{op}: slot {slot} is not in [0, max_slots = "
                              f"{self.max_slots})")
@@ -475,7 +588,8 @@ class PoolStore:
         pool's members (the message names the slot and the window
         needed)."""
         _capi.check(self._lib.kpoolPoolStoreAccept(
-            self._live(), self._slot("accept", slot), int(accepted)))
+            self._live(), self._slot("accept", slot),
+            _int("accept", "accepted", accepted, -2**63)))
 
     def tokens(self, slot):
         """Tokens the slot has seen (its next cache length)."""
@@ -491,11 +605,13 @@ class PoolStore:
         """A copy of pools ``[first, first + count)`` of the slot (all by
         default), ``[count, head_dim]``."""
         slot = self._slot("pools", slot)
+        first = _int("pools", "first", first, -2**63)
         if count is None:
-            count = self.num_pools(slot) - int(first)
-        out = np.zeros((max(int(count), 0), self.head_dim), dtype=self.dtype)
+            count = self.num_pools(slot) - first
+        count = _int("pools", "count", count, -2**63)
+        out = np.zeros((max(count, 0), self.head_dim), dtype=self.dtype)
         _capi.check(self._lib.kpoolPoolStoreCopyPools(
-            self._live(), slot, int(first), int(count),
+            self._live(), slot, first, count,
             _view("pools", "dst", out, self.dtype, 2, True)))
         return out
 

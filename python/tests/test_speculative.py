@@ -66,9 +66,10 @@ def test_random_verify_schedules(rng, etype, kpool_, drafts):
 
 
 def test_window_too_small_is_rejected(rng):
-    """K = 4, d = 3 needs R >= 6: with R = 5 a verify step starting at
-    c = 2 (mod 4) that rejects every draft would need position 0..1 of the
-    pending pool, which the step overwrote."""
+    """K = 4 with R = 5: after a verify step of 4 tokens from c = 2 (to
+    end = 6), going back to length 2 (dropping the verify step's first token
+    too) needs positions 0 and 1 of pool 0, which the step overwrote (R must
+    be at least end - 0 = 6)."""
     dim, kpool_ = 8, 4
     k, g, ape = random_inputs(rng, 16, dim, kpool_, "bf16")
     store = kpool.PoolStore(ape, 2, "bf16", ring_window=5)
@@ -103,14 +104,16 @@ def test_ops_with_a_wide_ring(rng, etype):
     k, gate, ape = random_inputs(rng, 40, dim, kpool_, etype)
     tail0 = random_inputs(rng, 6 * 2 * window, dim, kpool_, etype)[0]
     tail0 = tail0.reshape(6, 2, window, dim)
-    iro = [0, 9, 10, 10, 26]
-    cache = [11, 5, 2, 40]
-    slots = [4, 0, 2, 5]
+    # Request 4 (c = 8) holds positions 6, 7 of pool 2: ring rows 6 and 0,
+    # so its members wrap around the window.
+    iro = [0, 9, 10, 10, 26, 29]
+    cache = [11, 5, 2, 40, 8]
+    slots = [4, 0, 2, 5, 1]
     pooled, closed = kpool.ring_close(tail0, k, gate, ape, iro, cache, slots)
     ref_pooled, ref_closed = kpool.reference.ring_close(
         tail0, k, gate, ape, iro, cache, slots)
     assert_bits(closed, ref_closed)
-    assert list(closed) == [3, 1, -1, 13]
+    assert list(closed) == [3, 1, -1, 13, 2]
     if etype == "f32":
         np.testing.assert_allclose(pooled, ref_pooled, rtol=1e-5, atol=1e-6)
     else:
@@ -126,3 +129,43 @@ def test_ops_with_a_wide_ring(rng, etype):
         assert_bits(tail[4, 0, q % window], k[q - 11])
     for q in range(49, 56):
         assert_bits(tail[5, 1, q % window], gate[10 + q - 40])
+
+
+def test_accept_edges(rng):
+    """What "the last step" is: a step that brought the slot no tokens is
+    its last step too; a slot that missed the last step can still roll back
+    its own last step; reset starts over."""
+    dim, kpool_ = 8, 4
+    k, g, ape = random_inputs(rng, 32, dim, kpool_, "f32")
+    store = kpool.PoolStore(ape, 4, "f32", ring_window=6)
+    store.step(k[:5], g[:5], [0, 5], [0])                 # slot 0: 0..4
+    store.step(k[5:9], g[5:9], [0, 4, 4], [0, 1])         # slot 0: 5..8
+    store.accept(0, 1)                                    # slot 0 at 6
+    assert store.tokens(0) == 6 and store.num_pools(0) == 1
+    assert store.tokens(1) == 0
+    store.accept(1, 0)                                    # nothing to undo
+    store.step(k[:0], g[:0], [0, 0], [0])                 # no tokens
+    with pytest.raises(kpool.KPoolError, match=r"accepted = 1 is outside "
+                                               r"\[0, 0\]"):
+        store.accept(0, 1)
+    store.reset(0)
+    with pytest.raises(kpool.KPoolError, match=r"accepted = 1 is outside"):
+        store.accept(0, 1)
+    assert store.tokens(0) == 0 and store.num_pools(0) == 0
+
+
+def test_ring_holds_pending():
+    # K = 4, a verify step of 1 + 3 tokens from c = 3 (end = 7): with
+    # R = K + d - 1 = 6 every length from 4 (the first token kept) up is
+    # fine and length 3 (no token kept) is not; with R = 5 too, since length
+    # 4 is a pool boundary and the later ones need only positions 4.. .
+    assert all(kpool.ring_holds_pending(4, 6, c, 7) for c in range(4, 8))
+    assert not kpool.ring_holds_pending(4, 6, 3, 7)
+    assert [kpool.ring_holds_pending(4, 5, c, 7) for c in range(3, 8)] == \
+        [False, True, True, True, True]
+    # A step from c = 2 (K = 4, R = 5 = K + d - 2 for d = 3) that rejects
+    # every draft: length 3 needs positions 0..2, but end - 0 = 6 > 5.
+    assert not kpool.ring_holds_pending(4, 5, 3, 6)
+    assert kpool.ring_holds_pending(4, 4, 8, 12)          # a pool boundary
+    assert not kpool.ring_holds_pending(4, 5, 7, 12)
+    assert kpool.ring_holds_pending(1, 1, 3, 9)           # K = 1: always

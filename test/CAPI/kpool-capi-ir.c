@@ -28,6 +28,15 @@ static void printToStdout(MlirStringRef s, void *userData) {
   fwrite(s.data, 1, s.length, stdout);
 }
 
+/// Appends to the 512-byte string `userData`.
+static void collect(MlirStringRef s, void *userData) {
+  char *buffer = (char *)userData;
+  size_t used = strlen(buffer);
+  size_t n = s.length < 511 - used ? s.length : 511 - used;
+  memcpy(buffer + used, s.data, n);
+  buffer[used + n] = 0;
+}
+
 static MlirLogicalResult printDiagnostic(MlirDiagnostic d, void *userData) {
   (void)userData;
   printf("diagnostic: ");
@@ -158,6 +167,46 @@ static void testPipelineOptions(void) {
   printf("\n");
   mlirPassManagerDestroy(pm);
 
+  // Option values the pipelines check themselves: each fails here with a
+  // message naming the option, instead of crashing, aborting or producing
+  // something else in a later pass.
+  static const char *const badLLVM[] = {"vector-size=-1"};
+  static const char *const badNVVM[] = {
+      "format=isa chip=",           "chip=sm_100a",
+      "features=+ptx60",            "format=foo",
+      "cuda-toolkit=/nonexistent",  "chip=sm_1000",
+      "features=garbage",           "features=+ptx80,ptx81",
+      "opt-level=7",                "block-size=0",
+      "vector-bytes=3",
+  };
+  // CHECK: bad value 'vector-size=-1': failed 1: kpool-lower-to-llvm: vector-size must be 0 (scalar) or a positive number of channels, got -1
+  // CHECK: bad value 'format=isa chip=': failed 1: kpool-lower-to-nvvm: chip='' is not an NVIDIA architecture
+  // CHECK: bad value 'chip=sm_100a': failed 1: kpool-lower-to-nvvm: features='+ptx80' selects PTX 8.0, but chip=sm_100a needs PTX 8.6 or later
+  // CHECK: bad value 'features=+ptx60': failed 1: kpool-lower-to-nvvm: features='+ptx60' selects PTX 6.0, but chip=sm_90 needs PTX 7.8 or later
+  // CHECK: bad value 'format=foo': failed 1: kpool-lower-to-nvvm: format='foo' is not one of isa
+  // CHECK: bad value 'cuda-toolkit=/nonexistent': failed 1: kpool-lower-to-nvvm: cuda-toolkit='/nonexistent' is not a directory
+  // CHECK: bad value 'chip=sm_1000': failed 1: kpool-lower-to-nvvm: chip='sm_1000' is not an NVIDIA architecture
+  // CHECK: bad value 'features=garbage': failed 1: kpool-lower-to-nvvm: features='garbage': expected a comma-separated list of PTX versions
+  // CHECK: bad value 'features=+ptx80,ptx81': failed 1: {{.*}}got 'ptx81'
+  // CHECK: bad value 'opt-level=7': failed 1: kpool-lower-to-nvvm: opt-level must be in [0, 3], got 7
+  // CHECK: bad value 'block-size=0': failed 1: kpool-lower-to-nvvm: block-size must be in [1, 1024], got 0
+  // CHECK: bad value 'vector-bytes=3': failed 1: kpool-lower-to-nvvm: vector-bytes must be a power of two in [1, 16], got 3
+  for (int nvvm = 0; nvvm < 2; ++nvvm) {
+    const char *const *list = nvvm ? badNVVM : badLLVM;
+    int count = nvvm ? (int)(sizeof(badNVVM) / sizeof(*badNVVM))
+                     : (int)(sizeof(badLLVM) / sizeof(*badLLVM));
+    for (int i = 0; i < count; ++i) {
+      pm = mlirPassManagerCreate(ctx);
+      opm = mlirPassManagerGetAsOpPassManager(pm);
+      char message[512] = "";
+      MlirStringRef text = mlirStringRefCreateFromCString(list[i]);
+      r = nvvm ? mlirKPoolAddLowerToNVVMPipeline(opm, text, collect, message)
+               : mlirKPoolAddLowerToLLVMPipeline(opm, text, collect, message);
+      printf("bad value '%s': failed %d: %s\n", list[i],
+             mlirLogicalResultIsFailure(r), message);
+      mlirPassManagerDestroy(pm);
+    }
+  }
   // By name, once registered.
   mlirKPoolRegisterAllPasses();
   pm = mlirPassManagerCreate(ctx);
@@ -170,6 +219,19 @@ static void testPipelineOptions(void) {
   // CHECK: by name: ok 1
   printf("by name: ok %d\n", mlirLogicalResultIsSuccess(r));
   mlirPassManagerDestroy(pm);
+
+  // The same check when the pipeline is added by name.
+  pm = mlirPassManagerCreate(ctx);
+  opm = mlirPassManagerGetAsOpPassManager(pm);
+  printf("by name, bad value: ");
+  r = mlirOpPassManagerAddPipeline(
+      opm, mlirStringRefCreateFromCString("kpool-lower-to-nvvm{chip=sm_100a}"),
+      printToStdout, NULL);
+  // CHECK: by name, bad value: {{.*}}chip=sm_100a needs PTX 8.6 or later
+  // CHECK: by name, bad value failed: 1
+  printf("\nby name, bad value failed: %d\n", mlirLogicalResultIsFailure(r));
+  mlirPassManagerDestroy(pm);
+
 
   // A single pass, created through the generated C API.
   pm = mlirPassManagerCreate(ctx);

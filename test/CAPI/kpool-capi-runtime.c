@@ -213,6 +213,82 @@ int main(void) {
   report("null view",
          kpoolRingClose(ks, &vclosedRow, &vclosed, NULL, &vk, &vgate, &vape,
                         &viro2, &vcache2, &vslot2, 1, true));
+
+  // NULL data pointers in metadata views: an error, validated or not (the
+  // kernels would dereference them).
+  KPoolView vnullIro = viro, vnullPro = vpro, vnullSlots = vslot2;
+  vnullIro.data = NULL;
+  vnullPro.data = NULL;
+  vnullSlots.data = NULL;
+  for (int validate = 1; validate >= 0; --validate) {
+    printf("validate %d\n", validate);
+    // CHECK: validate 1
+    // CHECK-NEXT: null iro: error: compress: 'input_row_offsets' has no data pointer
+    // CHECK-NEXT: null pro: error: compress: 'pool_row_offsets' has no data pointer
+    // CHECK-NEXT: null seed iro: error: seed_tail: 'input_row_offsets' has no data pointer
+    // CHECK-NEXT: null seed slots: error: seed_tail: 'slot_idx' has no data pointer
+    // CHECK-NEXT: null close iro: error: ring_close: 'input_row_offsets' has no data pointer
+    // CHECK-NEXT: null close slots: error: ring_close: 'slot_idx' has no data pointer
+    // CHECK-NEXT: null offsets iro: error: pool_offsets: 'input_row_offsets' has no data pointer
+    // CHECK: validate 0
+    // CHECK-NEXT: null iro: error: compress: 'input_row_offsets' has no data pointer
+    // CHECK-NEXT: null pro: error: compress: 'pool_row_offsets' has no data pointer
+    // CHECK-NEXT: null seed iro: error: seed_tail: 'input_row_offsets' has no data pointer
+    // CHECK-NEXT: null seed slots: error: seed_tail: 'slot_idx' has no data pointer
+    // CHECK-NEXT: null close iro: error: ring_close: 'input_row_offsets' has no data pointer
+    // CHECK-NEXT: null close slots: error: ring_close: 'slot_idx' has no data pointer
+    // CHECK-NEXT: null offsets iro: error: pool_offsets: 'input_row_offsets' has no data pointer
+    report("null iro", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape,
+                                     &vnullIro, &vpro, &vcache, validate));
+    report("null pro", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
+                                     &vnullPro, &vcache, validate));
+    KPoolView vnullIro2 = viro2;
+    vnullIro2.data = NULL;
+    report("null seed iro",
+           kpoolSeedTail(ks, &vtail, &vk, &vgate, &vnullIro2, &vcache2,
+                         &vslot2, 1, validate));
+    report("null seed slots",
+           kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro2, &vcache2,
+                         &vnullSlots, 1, validate));
+    report("null close iro",
+           kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate,
+                          &vape, &vnullIro2, &vcache2, &vslot2, 1, validate));
+    report("null close slots",
+           kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate,
+                          &vape, &viro2, &vcache2, &vnullSlots, 1, validate));
+    report("null offsets iro",
+           kpoolPoolOffsets(ks, &vpro, &vnullIro, &vcache, validate));
+  }
+  // Sizes whose element count overflows 64 bits: not "no elements".
+  KPoolView vhuge = view2(NULL, (int64_t)1 << 61, D);
+  // CHECK: huge k: error: compress: 'k' has shape [2305843009213693952, 8], more elements than a view can address (2^60)
+  report("huge k", kpoolCompress(ks, &vpooled, &vhuge, &vgate, &vape, &viro,
+                                 &vpro, &vcache, false));
+  KPoolView vhugeCache = view1(cache, INT64_MAX);
+  // CHECK: huge batch: error: compress: 'cache_lengths' has shape [9223372036854775807], more elements than a view can address (2^60)
+  report("huge batch", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
+                                     &vpro, &vhugeCache, false));
+  vhugeCache.sizes[0] = (int64_t)1 << 31;
+  // CHECK: large batch: error: compress: 'cache_lengths' has 2147483648 entries; a batch has at most 2^31 - 1 requests
+  report("large batch", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
+                                      &vpro, &vhugeCache, false));
+  // CHECK: null set: type -1 head_dim -1 kpool -1
+  printf("null set: type %d head_dim %lld kpool %lld\n",
+         (int)kpoolKernelSetGetElementType(NULL),
+         (long long)kpoolKernelSetGetHeadDim(NULL),
+         (long long)kpoolKernelSetGetKPool(NULL));
+  KPoolKernelSet *hugeSet = NULL;
+  // CHECK: huge head_dim: error: kpool x head_dim = 4 x 4611686018427387904 is too large
+  report("huge head_dim", kpoolKernelSetCreate(KPOOL_BF16, (int64_t)1 << 62,
+                                               K, false, 16, &hugeSet));
+  // A ring of 2^31 slots (512 GiB): an error, not std::bad_alloc.
+  KPoolPoolStore *hugeStore = NULL;
+  // CHECK: huge store: error: pool store: could not allocate the ring of 549755813888 bytes
+  report("huge store",
+         kpoolPoolStoreCreate(ks, (int64_t)1 << 31, ape, &hugeStore));
+  // CHECK: huge store is null: 1
+  printf("huge store is null: %d\n", hugeStore == NULL);
+
   // CHECK: outputs unchanged: 1 1
   printf("outputs unchanged: %d %d\n",
          memcmp(before, pooled, sizeof pooled) == 0,

@@ -597,9 +597,11 @@ Buffer makeApe(const Config &cfg, Rng &rng, const Layout &layout = Layout()) {
 }
 
 /// A ring whose every member holds random (finite) values.
+/// A ring of `window` rows per slot (0: kpool).
 Buffer makeTail(const Config &cfg, Rng &rng, int64_t slots,
-                const Layout &layout = Layout()) {
-  Buffer tail = Buffer::make(cfg.esize(), {slots, 2, cfg.K, cfg.D}, layout);
+                const Layout &layout = Layout(), int64_t window = 0) {
+  Buffer tail = Buffer::make(cfg.esize(),
+                             {slots, 2, window ? window : cfg.K, cfg.D}, layout);
   std::vector<uint32_t> v;
   for (int64_t i = 0; i < tail.numElements(); ++i)
     v.push_back(randomT(rng, cfg.type, -4, 4));
@@ -1065,22 +1067,29 @@ CallSpec raggedCall(const Config &cfg, Rng &rng) {
 
 void referenceCases(Suite &suite, const Config &cfg) {
   std::string p = cfg.name() + " ";
-  suite.run(p + "vs reference: ragged call", [&](Check &c) {
-    auto ks = kernels(cfg, c);
-    if (!ks)
-      return;
-    for (uint64_t seed = 1; seed <= 6; ++seed) {
-      Rng rng(100 + seed);
-      Buffer ape = makeApe(cfg, rng);
-      Buffer tail = makeTail(cfg, rng, 6);
-      CallSpec spec = raggedCall(cfg, rng);
-      Ops kOps = makeOps(cfg, spec, ape, tail, Layouts());
-      Ops rOps = kOps;
-      CallOptions opt;
-      opt.extraPooledRows = seed % 2 ? 0 : 3; // rows past pro[B] stay put
-      runCall(c, "seed " + std::to_string(seed), cfg, *ks, kOps, rOps, opt);
-    }
-  });
+  // Ring windows R = K (production), K + 1 and K + 5 (speculative decoding:
+  // ring rows q mod R, pending members at (p*K + m) mod R, wrapping).
+  for (int64_t window : {cfg.K, cfg.K + 1, cfg.K + 5})
+    suite.run(p + "vs reference: ragged call, ring window " +
+                  std::to_string(window),
+              [&, window](Check &c) {
+                auto ks = kernels(cfg, c);
+                if (!ks)
+                  return;
+                for (uint64_t seed = 1; seed <= 6; ++seed) {
+                  Rng rng(100 + seed);
+                  Buffer ape = makeApe(cfg, rng);
+                  Buffer tail = makeTail(cfg, rng, 6, Layout(), window);
+                  CallSpec spec = raggedCall(cfg, rng);
+                  Ops kOps = makeOps(cfg, spec, ape, tail, Layouts());
+                  Ops rOps = kOps;
+                  CallOptions opt;
+                  // Rows past pro[B] stay put.
+                  opt.extraPooledRows = seed % 2 ? 0 : 3;
+                  runCall(c, "seed " + std::to_string(seed), cfg, *ks, kOps,
+                          rOps, opt);
+                }
+              });
   suite.run(p + "vs reference: 64 requests, many empty, slots scattered",
             [&](Check &c) {
               auto ks = kernels(cfg, c);
@@ -1590,14 +1599,19 @@ void badMetadataCases(Suite &suite, const Config &cfg) {
   }
 
   for (const BadCase &bc : cases) {
+    // The kernels' guards with a ring of R = K and of R = K + 3 rows.
+    for (int64_t window : {K, K + 3})
     if (bc.trust)
-    suite.run(p + bc.name + " [Trust: kernel guards]", [=](Check &c) {
+    suite.run(p + bc.name + " [Trust: kernel guards" +
+                  (window == K ? "" : ", ring window " +
+                                          std::to_string(window)) + "]",
+              [=](Check &c) {
       auto ks = kernels(cfg, c);
       if (!ks)
         return;
       Rng rng(400);
       Buffer ape = makeApe(cfg, rng);
-      Buffer tail = makeTail(cfg, rng, slots);
+      Buffer tail = makeTail(cfg, rng, slots, Layout(), window);
       Ops kOps = makeOps(cfg, bc.spec, ape, tail, Layouts());
       Ops rOps = kOps;
       CallOptions opt;

@@ -257,6 +257,8 @@ int main(int argc, char **argv) {
   auto module =
       mlir::kpool::buildKernelModule(context, type, headDim, kpool, prefix);
   mlir::PassManager pm(&context);
+  std::string pipelineError;
+  mlir::LogicalResult built = mlir::success();
   if (cuda) {
     mlir::kpool::LowerToNVVMOptions options;
     options.bufferize = false;
@@ -264,14 +266,16 @@ int main(int argc, char **argv) {
     options.features = features;
     options.format = binaryFormat;
     options.cudaToolkit = cudaToolkit;
-    mlir::kpool::buildLowerToNVVMPipeline(pm, options);
+    built = mlir::kpool::buildLowerToNVVMPipeline(pm, options, &pipelineError);
   } else {
     mlir::kpool::LowerToLLVMOptions options;
     options.bufferize = false;
     options.openmp = openmp;
     options.vectorSize = vectorSize;
-    mlir::kpool::buildLowerToLLVMPipeline(pm, options);
+    built = mlir::kpool::buildLowerToLLVMPipeline(pm, options, &pipelineError);
   }
+  if (mlir::failed(built))
+    return fail(pipelineError);
   if (mlir::failed(pm.run(*module)))
     return fail("lowering the kernels failed");
 

@@ -525,7 +525,8 @@ void caseSpeculative(const KernelSet &kernels, int64_t count) {
   Case c(describe(config) + ": (f) " + std::to_string(count) +
          " random verify schedules, R >= K + d - 1, vs one-shot of the "
          "accepted sequence");
-  reference::SplitMix pick(0x5bec + K * 131 + D);
+  reference::SplitMix pick(0x5bec + K * 131 + D +
+                           uint64_t(config.elementType) * 7919);
   std::mt19937 rng(29);
   std::normal_distribution<float> apeDist(0.f, 2.f);
   int64_t ok = 0, steps = 0, verifies = 0, pools = 0;

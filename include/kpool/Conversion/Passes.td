@@ -26,12 +26,18 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
       `scf.parallel`, so GPU mappings run it on the device).
 
     The pooling arithmetic and the metadata arithmetic come from one place
-    (`kpool/Dialect/KPool/Utils`). All of the spec's runtime guards are in
+    (`kpool/Dialect/KPool/Utils`). All of the contract's runtime guards (docs/semantics.md) are in
     the emitted IR: reversed or overlong row offsets bring no tokens, an
     out-of-range slot neither reads nor writes the ring, a request writes
     only its own pooled rows that exist, `num_requests` is clamped, and an
     operand whose dynamic extent disagrees with `head_dim`/`kpool` makes the
     op a no-op instead of an out-of-bounds access.
+
+    Pools of more than 16 members are computed in a loop over the members
+    (a `linalg.generic` over the channels tagged `kpool.pool_row_loop`, whose
+    body reads each member's rows; the same operations in the same order, so
+    the same bits), so that the IR and compile time do not grow with
+    `kpool`.
 
     Pooled rows are tagged `kpool.pool_row` for the vectorization and GPU
     mapping passes, and each op's top-level `scf.parallel` carries

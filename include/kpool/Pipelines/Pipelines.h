@@ -11,6 +11,8 @@
 #define KPOOL_PIPELINES_PIPELINES_H
 
 #include "mlir/Pass/PassOptions.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/Support/LogicalResult.h"
 
 #include <string>
 
@@ -46,11 +48,20 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
       llvm::cl::init(true)};
 };
 
+/// Checks the options' values (vector-size not negative). On failure
+/// returns failure and sets `error` to a message naming the option.
+LogicalResult verifyLowerToLLVMOptions(const LowerToLLVMOptions &options,
+                                       std::string &error);
+
 /// Bufferizes, lowers kpool to linalg, vectorizes the channel loops, lowers
 /// to loops (OpenMP when asked) and converts everything to the LLVM dialect.
 /// The result runs under `mlir-runner` or the ExecutionEngine.
-void buildLowerToLLVMPipeline(OpPassManager &pm,
-                              const LowerToLLVMOptions &options);
+/// Checks the options first (verifyLowerToLLVMOptions): on a bad value adds
+/// nothing to `pm`, returns failure and stores the message in `error` (when
+/// not null).
+LogicalResult buildLowerToLLVMPipeline(OpPassManager &pm,
+                                       const LowerToLLVMOptions &options,
+                                       std::string *error = nullptr);
 
 /// Options of `kpool-lower-to-nvvm`.
 struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
@@ -94,8 +105,9 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       *this, "approximate-exp",
       llvm::cl::desc("exp by MLIR's polynomial approximation, as on the CPU "
                      "path, instead of libdevice's __nv_expf "
-                     "(kpool-map-to-gpu); always on when no CUDA toolkit is "
-                     "found, since libdevice comes from the toolkit"),
+                     "(kpool-map-to-gpu). Without it the CUDA toolkit must "
+                     "provide libdevice (nvvm/libdevice/libdevice.10.bc); "
+                     "the pipeline fails when none is found"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> bufferize{
       *this, "bufferize",
@@ -110,8 +122,26 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
 /// LLVM dialect with `gpu.launch_func`, which mlir-translate turns into calls
 /// of the mgpu* runtime functions (lib/Runtime/CUDA). The kernels work on the
 /// caller's device buffers: the host code allocates and copies nothing.
-void buildLowerToNVVMPipeline(OpPassManager &pm,
-                              const LowerToNVVMOptions &options);
+///
+/// Checks the options first (verifyLowerToNVVMOptions): on a bad value adds
+/// nothing to `pm`, returns failure and stores the message in `error` (when
+/// not null).
+LogicalResult buildLowerToNVVMPipeline(OpPassManager &pm,
+                                       const LowerToNVVMOptions &options,
+                                       std::string *error = nullptr);
+
+/// Checks the options' values, so that no value makes a later pass crash,
+/// abort or silently produce something else: `chip` is an NVIDIA
+/// architecture LLVM knows (sm_20 ... sm_121f), `features` a comma-separated
+/// list of `+ptxNN` PTX versions LLVM knows, none below what `chip` needs
+/// (e.g. 78 for sm_90, 86 for sm_100a), `format` one of isa, bin, fatbin,
+/// `cuda-toolkit` (when set) an existing directory, `opt-level` in [0, 3],
+/// `vector-bytes` a power of two in [1, 16], `block-size` in [1, 1024]. The
+/// toolkit (set or found) must provide libdevice unless `approximate-exp`
+/// is set, and ptxas (and fatbinary) for `bin` (`fatbin`). On failure
+/// returns failure and sets `error` to a message naming the option.
+LogicalResult verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
+                                       std::string &error);
 
 /// The CUDA toolkit root `buildLowerToNVVMPipeline` uses for `option`: the
 /// option itself when set, else the first existing of $CUDA_HOME, $CUDA_PATH,

@@ -42,11 +42,13 @@ struct KernelNames {
 /// A prefix unique to the configuration, e.g. "kpool_bf16_d128_k4_".
 std::string kernelPrefix(KPoolElementType type, int64_t headDim, int64_t kpool);
 
-/// Builds the four kernels into a new module. `context` must have the func,
-/// memref, arith and kpool dialects loaded (the function loads them).
+/// Builds the four kernels into a new module (only pool_offsets when
+/// `poolOffsetsOnly`). `context` must have the func, memref, arith and kpool
+/// dialects loaded (the function loads them).
 OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context,
                                         KPoolElementType type, int64_t headDim,
-                                        int64_t kpool, llvm::StringRef prefix);
+                                        int64_t kpool, llvm::StringRef prefix,
+                                        bool poolOffsetsOnly = false);
 
 } // namespace mlir::kpool
 

@@ -14,6 +14,7 @@
 #include "kpool/Runtime/Runtime.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -42,16 +43,30 @@ public:
   /// A store for requests in slots [0, maxSlots), using `kernels` and the
   /// position embedding `ape` ([kpool, head_dim] f32, copied). The ring
   /// keeps each slot's last `ringWindow` positions (`ringWindow >= kpool`;
-  /// 0 means kpool); a window wider than kpool lets `accept` roll back
-  /// rejected draft tokens (see `ringHoldsPending`).
+  /// 0 or less means kpool; a positive window below kpool makes every step
+  /// fail with the kernels' validation message, and the C and Python
+  /// constructors reject it); a window wider than kpool lets `accept` roll
+  /// back rejected draft tokens (see `ringHoldsPending`).
+  /// Allocates the ring (maxSlots x 2 x window x head_dim elements) at
+  /// once; throws std::bad_alloc when that fails. Prefer create().
   PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
             const float *ape, int64_t ringWindow = 0);
+
+  /// Like the constructor, but reports a bad `maxSlots` (below 1, above
+  /// 2^31), a bad `ringWindow` (nonzero and below kpool or above 2^31), a
+  /// ring whose byte size overflows and a failed allocation as
+  /// an error in `status` and returns null; never throws.
+  static std::unique_ptr<PoolStore> create(std::shared_ptr<KernelSet> kernels,
+                                           int64_t maxSlots, const float *ape,
+                                           Status &status,
+                                           int64_t ringWindow = 0);
 
   /// Runs one call. `k` and `gate` hold this call's tokens ([rows,
   /// head_dim] of the kernels' element type); request b brings rows
   /// [inputRowOffsets[b], inputRowOffsets[b+1]) for ring slot `slots[b]`,
   /// continuing where that slot's earlier calls stopped. Appends what it
-  /// produced to `produced` (if not null). On error nothing changes.
+  /// produced to `produced` (if not null). On error nothing changes; a
+  /// failed allocation is reported as an error, not thrown.
   Status step(const View &k, const View &gate,
               const std::vector<uint32_t> &inputRowOffsets,
               const std::vector<uint32_t> &slots,
@@ -72,6 +87,9 @@ public:
 
   /// Speculative decoding: of the tokens the slot's last step brought (or
   /// what an earlier `accept` left of them), keeps the first `accepted`.
+  /// "The last step" is the last step the slot took part in, also one that
+  /// brought it no tokens. Pools the step reported as produced with ids at
+  /// or after floor(new length / kpool) are void afterwards.
   /// The slot's length becomes the step's start plus `accepted`, its pools
   /// at and after the first rejected position are forgotten, and the next
   /// step re-produces them from the tokens it brings. Fails, changing
@@ -87,10 +105,20 @@ public:
   const KernelSet &kernels() const { return *kernelSet; }
 
 private:
+  Status stepImpl(const View &k, const View &gate,
+                  const std::vector<uint32_t> &inputRowOffsets,
+                  const std::vector<uint32_t> &slots,
+                  std::vector<ProducedPool> *produced);
+
   std::shared_ptr<KernelSet> kernelSet;
   int64_t maxSlots, window, rowBytes;
   std::vector<float> ape;
-  std::vector<uint8_t> ring;
+  struct FreeDeleter {
+    void operator()(uint8_t *p) const { std::free(p); }
+  };
+  /// calloc'ed: zero pages are mapped lazily, and a failure is a null
+  /// pointer (reported), also under AddressSanitizer.
+  std::unique_ptr<uint8_t[], FreeDeleter> ring;
   /// Per slot: its length; where its last step began; where the last call
   /// that wrote its ring ended.
   std::vector<uint32_t> seen, stepBegin, ringEnd;

@@ -65,11 +65,16 @@ struct KernelConfig {
   bool openmp = false;
   /// CPU: channels per vector (see kpool-lower-to-llvm); 0 for scalar code.
   int64_t vectorSize = 16;
+  /// Only the pool_offsets kernel, which depends on nothing but `kpool`
+  /// (the other three fail with an error): one small kernel to compile
+  /// when a caller only needs the scan. elementType and headDim are
+  /// ignored.
+  bool poolOffsetsOnly = false;
 
   bool operator==(const KernelConfig &o) const {
     return elementType == o.elementType && headDim == o.headDim &&
            kpool == o.kpool && target == o.target && openmp == o.openmp &&
-           vectorSize == o.vectorSize;
+           vectorSize == o.vectorSize && poolOffsetsOnly == o.poolOffsetsOnly;
   }
 };
 
@@ -107,7 +112,9 @@ public:
   /// Returns the kernel set for `config`: precompiled kernels registered
   /// for it if any, otherwise kernels JIT-compiled on first use (CPU target
   /// only). Cached for the life of the process. On failure returns null and
-  /// sets `status`. Defined in KPoolRuntime, which links MLIR.
+  /// sets `status`. Defined in KPoolRuntime, which links MLIR. Compiling a
+  /// configuration blocks only the callers of that configuration: calls
+  /// for configurations already compiled (or compiling) go on meanwhile.
   static std::shared_ptr<KernelSet> get(const KernelConfig &config,
                                         Status &status);
 

@@ -68,7 +68,7 @@ static bool isChannelOp(Operation *op) {
       ShapedType::isDynamic(linalgOp.getStaticLoopRanges().front()))
     return false;
   if (isa<linalg::GenericOp>(op))
-    return op->hasAttr(kPoolRowAttrName);
+    return op->hasAttr(kPoolRowAttrName) || op->hasAttr(kPoolRowLoopAttrName);
   return isa<linalg::FillOp, linalg::CopyOp>(op);
 }
 
@@ -101,6 +101,10 @@ struct KPoolMapToGPUPass
   /// bytes fit `vectorBytes` and that divides the channel count, or 1 when a
   /// view is not statically unit-stride.
   int64_t vectorWidth(linalg::LinalgOp op) const {
+    // The loop form of a pooled row (large kpool) reads its members inside
+    // its body: scalar channels.
+    if (op->hasAttr(kPoolRowLoopAttrName))
+      return 1;
     int64_t channels = op.getStaticLoopRanges().front();
     Type elt = op.getDpsInits().front().getType();
     int64_t bytes = elementBytes(cast<MemRefType>(elt).getElementType());

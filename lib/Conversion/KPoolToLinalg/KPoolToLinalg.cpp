@@ -150,9 +150,10 @@ public:
   /// Ring row `tail[slot, which, row, :]` (`slot` and `row` i64).
   Value ringView(Value tail, Value slot, int64_t which, Value row) {
     IntegerAttr staticRow;
-    OpFoldResult rowIndex = matchPattern(row, m_Constant(&staticRow))
-                                ? OpFoldResult(b.getIndexAttr(staticRow.getInt()))
-                                : OpFoldResult(toIndex(row));
+    OpFoldResult rowIndex =
+        matchPattern(row, m_Constant(&staticRow))
+            ? OpFoldResult(b.getIndexAttr(staticRow.getInt()))
+            : OpFoldResult(toIndex(row));
     return channelView(tail, {toIndex(slot), b.getIndexAttr(which), rowIndex});
   }
 
@@ -204,6 +205,15 @@ public:
     fn();
   }
 
+  /// `thenFn` under `scf.if cond`, `elseFn` in its else branch; only
+  /// `thenFn` when `cond` is null (nothing to check).
+  void ifThenOtherwise(Value cond, function_ref<void()> thenFn,
+                       function_ref<void()> elseFn) {
+    if (!cond)
+      return thenFn();
+    ifThenElse(cond, thenFn, elseFn);
+  }
+
   void ifThenElse(Value cond, function_ref<void()> thenFn,
                   function_ref<void()> elseFn) {
     auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
@@ -235,6 +245,15 @@ public:
     for (int64_t m = 0; m < kpool; ++m)
       apes.push_back(channelView(ape, {b.getIndexAttr(m)}));
     buildPoolRow(b, loc, keys, gates, apes, outRow);
+  }
+
+  /// The pooling function into `outRow` in the loop form (any kpool, IR
+  /// independent of it); `member(m)` (m an i64) gives member m's key and
+  /// gate rows.
+  void poolRowLoop(function_ref<std::pair<Value, Value>(Value)> member,
+                   Value ape, Value outRow) {
+    buildPoolRowLoop(
+        b, loc, kpool, [&](Value m) { return member(toI64(m)); }, ape, outRow);
   }
 
   Value zeroRow(Value outRow) {
@@ -292,7 +311,9 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
              arith::SubIOp::create(rewriter, e.loc, e.dim(pro, 0), one)});
         e.parallelFor(e.dim(pooled, 0), [&](Value r) {
           Value row = e.toI64(r);
-          Value owner = e.findOwner(pro, batch, row);
+          // The request that claims the row (the contract's per-request
+          // guard): valid metadata finds it by binary search.
+          Value owner = e.findClaimant(pro, iro, cache, batch, row, numRows);
           e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
             Value bIdx = e.toIndex(owner);
             Value next = arith::AddIOp::create(rewriter, e.loc, bIdx, one);
@@ -308,6 +329,16 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
                   rewriter, e.loc,
                   arith::AddIOp::create(rewriter, e.loc, req.start, range.skip),
                   arith::MulIOp::create(rewriter, e.loc, j, e.i64(K)));
+              if (K > kMaxUnrolledMembers) {
+                e.poolRowLoop(
+                    [&](Value m) -> std::pair<Value, Value> {
+                      Value member =
+                          arith::AddIOp::create(rewriter, e.loc, first, m);
+                      return {e.rowView(k, member), e.rowView(gate, member)};
+                    },
+                    ape, e.rowView(pooled, row));
+                return;
+              }
               SmallVector<Value> keys, gates;
               for (int64_t m = 0; m < K; ++m) {
                 Value member =
@@ -345,9 +376,12 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
                                             {tail, 3, D},
                                             {pooled, 1, D}}),
                             e.ringWindowOk(tail));
-    e.ifThen(shapesOk, [&] {
-      e.versionOnUnitStride(
-          {tail, k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
+    e.ifThenOtherwise(
+        shapesOk,
+        [&] {
+          e.versionOnUnitStride({tail, k, gate, ape, pooled}, [&](ArrayRef<
+                                                                  Value>
+                                                                      v) {
             Value tail = v[0], k = v[1], gate = v[2], ape = v[3], pooled = v[4];
             Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
             Value batch = e.minIndex(
@@ -403,7 +437,40 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
                     closes,
                     [&] {
                       // Member m of pool `id` is position id*K + m; the
-                      // ring holds it in row (id*K + m) mod R.
+                      // ring holds it in row (id*K + m) mod R. Members below
+                      // `held` are in the ring; the rest are this call's
+                      // rows `start + m - held`. The unselected view is
+                      // built from a clamped index and never read.
+                      if (K > kMaxUnrolledMembers) {
+                        Value base = e.ringRow(
+                            arith::MulIOp::create(rewriter, loc, id, e.i64(K)),
+                            window);
+                        e.poolRowLoop(
+                            [&](Value m) -> std::pair<Value, Value> {
+                              Value ringRow = e.ringRowAfter(base, m, window);
+                              Value fromRing =
+                                  e.cmp(arith::CmpIPredicate::ult, m, held);
+                              Value row = arith::SelectOp::create(
+                                  rewriter, loc, fromRing, start,
+                                  arith::SubIOp::create(
+                                      rewriter, loc,
+                                      arith::AddIOp::create(rewriter, loc,
+                                                            start, m),
+                                      held));
+                              Value safeSlot = arith::SelectOp::create(
+                                  rewriter, loc, fromRing, slot, e.i64(0));
+                              return {e.selectView(fromRing,
+                                                   e.ringView(tail, safeSlot, 0,
+                                                              ringRow),
+                                                   e.rowView(k, row)),
+                                      e.selectView(fromRing,
+                                                   e.ringView(tail, safeSlot, 1,
+                                                              ringRow),
+                                                   e.rowView(gate, row))};
+                            },
+                            ape, outRow);
+                        return;
+                      }
                       SmallVector<Value> ringRows =
                           e.memberRingRows(id, window);
                       SmallVector<Value> keys, gates;
@@ -436,7 +503,36 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
               });
             });
           });
-    });
+        },
+        [&] {
+          // The extents contradict the op: nothing is computed, but what the
+          // contract defines for every row is still written (-1 and a zero
+          // row), so that a tensor.empty destination is never left undefined.
+          llvm::SaveAndRestore<std::string> name(e.kernelName,
+                                                 "ring_close_mismatch");
+          Value rowsP = e.dim(pooled, 0), rowsC = e.dim(closed, 0);
+          Value cols = e.dim(pooled, 1);
+          Value rows = arith::MaxSIOp::create(rewriter, loc, rowsP, rowsC);
+          Type elt = cast<MemRefType>(pooled.getType()).getElementType();
+          e.parallelFor(rows, [&](Value bIdx) {
+            e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
+              Value none = arith::ConstantIntOp::create(
+                  rewriter, loc, rewriter.getI32Type(), -1);
+              memref::StoreOp::create(rewriter, loc, none, closed,
+                                      ValueRange{bIdx});
+            });
+            e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
+              Value zero = arith::ConstantOp::create(rewriter, loc,
+                                                     rewriter.getZeroAttr(elt));
+              auto loop =
+                  scf::ForOp::create(rewriter, loc, e.idx(0), cols, e.idx(1));
+              OpBuilder::InsertionGuard guard(rewriter);
+              rewriter.setInsertionPoint(loop.getBody()->getTerminator());
+              memref::StoreOp::create(rewriter, loc, zero, pooled,
+                                      ValueRange{bIdx, loop.getInductionVar()});
+            });
+          });
+        });
   }
 };
 
@@ -540,6 +636,15 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
         scf::YieldOp::create(rewriter, loc, next);
       }
       store(loop.getResult(0), batch);
+      // Entries past the requests that have offsets and a cache length:
+      // those requests bring no pools, so they repeat the total (every
+      // entry of `pool_row_offsets` is written).
+      auto rest = scf::ForOp::create(
+          rewriter, loc, arith::AddIOp::create(rewriter, loc, batch, e.idx(1)),
+          length, e.idx(1));
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPoint(rest.getBody()->getTerminator());
+      store(loop.getResult(0), rest.getInductionVar());
     });
   }
 };

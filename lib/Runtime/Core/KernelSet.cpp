@@ -103,13 +103,25 @@ namespace {
 
 /// Configurations that compile to the same kernels share a key: the CPU
 /// code options mean nothing for the CUDA target.
-using Key = std::tuple<int, int64_t, int64_t, int, bool, int64_t>;
+using Key = std::tuple<int, int64_t, int64_t, int, bool, int64_t, bool>;
 Key keyOf(const KernelConfig &c) {
   bool cpu = c.target == Target::CPU;
-  return Key{c.elementType,   c.headDim,
-             c.kpool,         static_cast<int>(c.target),
-             cpu && c.openmp, cpu ? c.vectorSize : 0};
+  bool all = !c.poolOffsetsOnly;
+  return Key{all ? c.elementType : 0,
+             all ? c.headDim : 0,
+             c.kpool,
+             static_cast<int>(c.target),
+             cpu && c.openmp,
+             cpu && all ? c.vectorSize : 0,
+             c.poolOffsetsOnly};
 }
+
+/// One configuration's slot in the cache. Its mutex is held while the
+/// configuration compiles, so that only its own callers wait.
+struct Entry {
+  std::mutex mutex;
+  std::shared_ptr<KernelSet> set;
+};
 
 // Kernel sets live for the whole process. These maps are never destroyed:
 // tearing JIT engines down during static destruction races with LLVM's own
@@ -122,8 +134,8 @@ std::map<Key, KernelBackend> &precompiled() {
   static auto *m = new std::map<Key, KernelBackend>;
   return *m;
 }
-std::map<Key, std::shared_ptr<KernelSet>> &cache() {
-  static auto *m = new std::map<Key, std::shared_ptr<KernelSet>>;
+std::map<Key, std::shared_ptr<Entry>> &cache() {
+  static auto *m = new std::map<Key, std::shared_ptr<Entry>>;
   return *m;
 }
 
@@ -151,17 +163,49 @@ detail::getOrCreate(const KernelConfig &config, Status &status,
                            std::to_string(config.kpool));
     return nullptr;
   }
-  std::lock_guard<std::mutex> lock(registryMutex());
+  if (config.kpool > (int64_t(1) << 32)) {
+    status = Status::error("kpool must be at most 2^32 (positions are below "
+                           "2^33, so no larger pool can complete), got " +
+                           std::to_string(config.kpool));
+    return nullptr;
+  }
+  int64_t apeElements;
+  if (!config.poolOffsetsOnly &&
+      (__builtin_mul_overflow(config.kpool, config.headDim, &apeElements) ||
+       apeElements > (int64_t(1) << 40))) {
+    status =
+        Status::error("kpool x head_dim = " + std::to_string(config.kpool) +
+                      " x " + std::to_string(config.headDim) +
+                      " is too large: 'ape' alone would exceed 2^40 elements");
+    return nullptr;
+  }
   Key key = keyOf(config);
   status = Status();
-  if (auto it = cache().find(key); it != cache().end())
-    return it->second;
+  // The registry lock only guards the maps; the entry's own lock is held
+  // while its configuration compiles.
+  std::shared_ptr<Entry> entry;
   KernelBackend backend;
-  if (auto it = precompiled().find(key); it != precompiled().end())
-    backend = it->second;
-  else if (compile)
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex());
+    std::shared_ptr<Entry> &slot = cache()[key];
+    if (!slot)
+      slot = std::make_shared<Entry>();
+    entry = slot;
+  }
+  std::lock_guard<std::mutex> entryLock(entry->mutex);
+  if (entry->set)
+    return entry->set;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex());
+    if (auto it = precompiled().find(key); it != precompiled().end()) {
+      backend = it->second;
+      found = true;
+    }
+  }
+  if (!found && compile)
     status = compile(backend);
-  else
+  else if (!found)
     status = Status::error(
         std::string("no precompiled kernels for ") +
         elementTypeName(config.elementType) + ", head_dim " +
@@ -173,9 +217,8 @@ detail::getOrCreate(const KernelConfig &config, Status &status,
         "them");
   if (!status.ok())
     return nullptr;
-  auto set = std::make_shared<KernelSet>(config, std::move(backend));
-  cache().emplace(key, set);
-  return set;
+  entry->set = std::make_shared<KernelSet>(config, std::move(backend));
+  return entry->set;
 }
 
 std::shared_ptr<KernelSet> KernelSet::getPrecompiled(const KernelConfig &config,
@@ -193,8 +236,10 @@ std::shared_ptr<KernelSet> KernelSet::getPrecompiled(const KernelConfig &config,
 Status KernelSet::poolOffsets(const View &pro, const View &iro,
                               const View &cache, Validation validation) const {
   Validator v = impl->validator("pool_offsets");
-  KPOOL_TRY(v.shape("cache_lengths", cache, {-1}, "batch"));
-  int64_t batch = cache.sizes[0];
+  if (!impl->backend.poolOffsets)
+    return v.error("this kernel set has no pool_offsets kernel");
+  int64_t batch;
+  KPOOL_TRY(v.batch("cache_lengths", cache, batch));
   KPOOL_TRY(v.length("input_row_offsets", iro, batch + 1,
                      "one more than cache_lengths"));
   KPOOL_TRY(v.length("pool_row_offsets", pro, batch + 1,
@@ -217,13 +262,15 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
                            const View &cache, Validation validation) const {
   const KernelConfig &c = impl->config;
   Validator v = impl->validator("compress");
+  if (!impl->backend.compress)
+    return v.error("this kernel set has only the pool_offsets kernel");
   KPOOL_TRY(v.shape("k", k, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.shape("gate", gate, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.sameExtent("k", k, "gate", gate, 0));
   KPOOL_TRY(v.shape("ape", ape, {c.kpool, c.headDim}, "kpool x head_dim"));
   KPOOL_TRY(v.shape("pooled", pooled, {-1, c.headDim}, "pools x head_dim"));
-  KPOOL_TRY(v.shape("cache_lengths", cache, {-1}, "batch"));
-  int64_t batch = cache.sizes[0];
+  int64_t batch;
+  KPOOL_TRY(v.batch("cache_lengths", cache, batch));
   KPOOL_TRY(v.length("input_row_offsets", iro, batch + 1,
                      "one more than cache_lengths"));
   KPOOL_TRY(v.length("pool_row_offsets", pro, batch + 1,
@@ -263,8 +310,8 @@ static Status checkRing(Validator &v, const KernelConfig &c, const View &tail,
   KPOOL_TRY(v.shape("k", k, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.shape("gate", gate, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.sameExtent("k", k, "gate", gate, 0));
-  KPOOL_TRY(v.shape("cache_lengths", cache, {-1}, "batch"));
-  int64_t batch = cache.sizes[0];
+  int64_t batch;
+  KPOOL_TRY(v.batch("cache_lengths", cache, batch));
   KPOOL_TRY(v.length("input_row_offsets", iro, batch + 1,
                      "one more than cache_lengths"));
   KPOOL_TRY(v.length("slot_idx", slots, batch, "one per request"));
@@ -283,6 +330,8 @@ Status KernelSet::seedTail(const View &tail, const View &k, const View &gate,
                            const View &slots, int32_t numRequests,
                            Validation validation) const {
   Validator v = impl->validator("seed_tail");
+  if (!impl->backend.seedTail)
+    return v.error("this kernel set has only the pool_offsets kernel");
   KPOOL_TRY(checkRing(v, impl->config, tail, k, gate, iro, cache, slots,
                       numRequests, validation));
   Desc4 dTail = Desc4::from(tail);
@@ -301,6 +350,8 @@ Status KernelSet::ringClose(const View &pooled, const View &closed,
                             Validation validation) const {
   const KernelConfig &c = impl->config;
   Validator v = impl->validator("ring_close");
+  if (!impl->backend.ringClose)
+    return v.error("this kernel set has only the pool_offsets kernel");
   KPOOL_TRY(checkRing(v, c, tail, k, gate, iro, cache, slots, numRequests,
                       validation));
   int64_t batch = cache.sizes[0];

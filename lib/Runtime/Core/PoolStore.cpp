@@ -2,7 +2,10 @@
 
 #include "kpool/Runtime/PoolStore.h"
 
+#include <cstdint>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 using namespace kpool;
@@ -19,11 +22,70 @@ PoolStore::PoolStore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
   window = ringWindow > 0 ? ringWindow : c.kpool;
   rowBytes = c.headDim * elementTypeSize(c.elementType);
   ape.assign(apeData, apeData + c.kpool * c.headDim);
-  ring.assign(maxSlots * 2 * window * rowBytes, 0);
+  // The ring first: it is the allocation that can be huge.
+  size_t ringBytes = size_t(maxSlots) * 2 * window * rowBytes;
+  ring.reset(static_cast<uint8_t *>(std::calloc(ringBytes ? ringBytes : 1, 1)));
+  if (!ring)
+    throw std::bad_alloc();
   seen.assign(maxSlots, 0);
   stepBegin.assign(maxSlots, 0);
   ringEnd.assign(maxSlots, 0);
   store.resize(maxSlots);
+}
+
+std::unique_ptr<PoolStore> PoolStore::create(std::shared_ptr<KernelSet> kernels,
+                                             int64_t maxSlots, const float *ape,
+                                             Status &status,
+                                             int64_t ringWindow) {
+  status = Status();
+  if (!kernels) {
+    status = Status::error("pool store: the kernel set is null");
+    return nullptr;
+  }
+  if (!ape) {
+    status = Status::error("pool store: 'ape' is null");
+    return nullptr;
+  }
+  // Slots are uint32 and every slot has a pool list.
+  if (maxSlots < 1 || maxSlots > (int64_t(1) << 31)) {
+    status = Status::error("pool store: max_slots must be in [1, 2^31], got " +
+                           std::to_string(maxSlots));
+    return nullptr;
+  }
+  const KernelConfig &c = kernels->config();
+  if (ringWindow != 0 &&
+      (ringWindow < c.kpool || ringWindow > (int64_t(1) << 31))) {
+    status = Status::error("pool store: ring_window must be 0 (kpool) or in "
+                           "[kpool = " +
+                           std::to_string(c.kpool) + ", 2^31], got " +
+                           std::to_string(ringWindow));
+    return nullptr;
+  }
+  int64_t window = ringWindow > 0 ? ringWindow : c.kpool;
+  int64_t ringBytes = 0;
+  if (__builtin_mul_overflow(maxSlots, 2 * window, &ringBytes) ||
+      __builtin_mul_overflow(ringBytes, c.headDim, &ringBytes) ||
+      __builtin_mul_overflow(ringBytes, elementTypeSize(c.elementType),
+                             &ringBytes)) {
+    status = Status::error("pool store: a ring of " + std::to_string(maxSlots) +
+                           " x 2 x " + std::to_string(window) + " x " +
+                           std::to_string(c.headDim) + " " +
+                           elementTypeName(c.elementType) +
+                           " elements does not fit in 64-bit byte sizes");
+    return nullptr;
+  }
+  try {
+    return std::make_unique<PoolStore>(std::move(kernels), maxSlots, ape,
+                                       ringWindow);
+  } catch (const std::bad_alloc &) {
+  } catch (const std::length_error &) {
+  }
+  status = Status::error("pool store: could not allocate the ring of " +
+                         std::to_string(ringBytes) + " bytes (max_slots " +
+                         std::to_string(maxSlots) + ", ring window " +
+                         std::to_string(window) + ", head_dim " +
+                         std::to_string(c.headDim) + ")");
+  return nullptr;
 }
 
 int64_t PoolStore::tokens(uint32_t slot) const {
@@ -52,8 +114,8 @@ void PoolStore::reset(uint32_t slot) {
 Status PoolStore::accept(uint32_t slot, int64_t accepted) {
   std::string where = "accept: slot " + std::to_string(slot) + ": ";
   if (slot >= maxSlots)
-    return Status::error(where + "not below max_slots = " +
-                         std::to_string(maxSlots));
+    return Status::error(where +
+                         "not below max_slots = " + std::to_string(maxSlots));
   int64_t begin = stepBegin[slot], held = int64_t(seen[slot]) - begin;
   if (accepted < 0 || accepted > held)
     return Status::error(where + "accepted = " + std::to_string(accepted) +
@@ -85,6 +147,18 @@ Status PoolStore::step(const View &k, const View &gate,
                        const std::vector<uint32_t> &iro,
                        const std::vector<uint32_t> &slotsIn,
                        std::vector<ProducedPool> *produced) {
+  try {
+    return stepImpl(k, gate, iro, slotsIn, produced);
+  } catch (const std::bad_alloc &) {
+  } catch (const std::length_error &) {
+  }
+  return Status::error("step: out of memory");
+}
+
+Status PoolStore::stepImpl(const View &k, const View &gate,
+                           const std::vector<uint32_t> &iro,
+                           const std::vector<uint32_t> &slotsIn,
+                           std::vector<ProducedPool> *produced) {
   const KernelConfig &c = kernelSet->config();
   int64_t batch = static_cast<int64_t>(slotsIn.size());
   if (static_cast<int64_t>(iro.size()) != batch + 1)
@@ -100,13 +174,19 @@ Status PoolStore::step(const View &k, const View &gate,
           std::to_string(b) + "] = " + std::to_string(slots[b]) +
           " is not below max_slots = " + std::to_string(maxSlots));
     cache[b] = seen[slots[b]];
+    if (int64_t(cache[b]) + int64_t(iro[b + 1]) - int64_t(iro[b]) >
+        int64_t(UINT32_MAX))
+      return Status::error("step: request " + std::to_string(b) + " (slot " +
+                           std::to_string(slots[b]) +
+                           "): its length would pass 2^32 - 1 tokens (cache "
+                           "lengths are unsigned 32-bit)");
   }
   View iroView = denseView(const_cast<uint32_t *>(iro.data()), {batch + 1});
   View cacheView = denseView(cache.data(), {batch});
   View slotView = denseView(slots.data(), {batch});
   View proView = denseView(pro.data(), {batch + 1});
   View apeView = denseView(ape.data(), {c.kpool, c.headDim});
-  View ringView = denseView(ring.data(), {maxSlots, 2, window, c.headDim});
+  View ringView = denseView(ring.get(), {maxSlots, 2, window, c.headDim});
   int32_t numRequests = static_cast<int32_t>(batch);
 
   // ring_close reads the ring before seed_tail overwrites it.
@@ -128,6 +208,17 @@ Status PoolStore::step(const View &k, const View &gate,
                                      proView, cacheView);
       !s.ok())
     return s;
+  // Everything the step allocates, before seed_tail changes the ring: an
+  // allocation that fails (thrown, reported by step()) changes nothing.
+  int64_t newPools = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t count = (closed[b] >= 0 ? 1 : 0) + int64_t(pro[b + 1] - pro[b]);
+    std::vector<uint8_t> &pools = store[slots[b]];
+    pools.reserve(pools.size() + count * rowBytes);
+    newPools += count;
+  }
+  if (produced)
+    produced->reserve(produced->size() + newPools);
   if (Status s = kernelSet->seedTail(ringView, k, gate, iroView, cacheView,
                                      slotView, numRequests);
       !s.ok())

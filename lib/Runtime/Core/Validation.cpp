@@ -23,14 +23,22 @@ Status Validator::shape(const char *name, const View &view,
   int64_t rank = static_cast<int64_t>(expected.size());
   bool ok = view.rank == rank;
   int64_t elements = 1, i = 0;
+  bool overflow = false;
   for (int64_t e : expected) {
     if (!ok)
       break;
     int64_t size = view.sizes[i++];
     ok = size >= 0 && (e < 0 || size == e);
-    elements *= size;
+    if (ok)
+      overflow |= __builtin_mul_overflow(elements, size, &elements);
   }
   if (ok) {
+    // A view's element offsets and byte sizes are 64-bit: more elements
+    // than 2^60 (8 bytes each at most) cannot be addressed.
+    if (overflow || elements > (int64_t(1) << 60))
+      return error("'" + std::string(name) + "' has shape " +
+                   formatShape(view.sizes, rank) +
+                   ", more elements than a view can address (2^60)");
     if (elements > 0 && !view.data)
       return error("'" + std::string(name) + "' has no data pointer");
     return Status();
@@ -49,6 +57,17 @@ Status Validator::shape(const char *name, const View &view,
   return error(os.str());
 }
 
+Status Validator::batch(const char *name, const View &view, int64_t &batch) {
+  if (Status s = shape(name, view, {-1}, "batch"); !s.ok())
+    return s;
+  batch = view.sizes[0];
+  // Offsets are [B+1] and num_requests is 32-bit: a batch is smaller.
+  if (batch > INT32_MAX)
+    return error("'" + std::string(name) + "' has " + std::to_string(batch) +
+                 " entries; a batch has at most 2^31 - 1 requests");
+  return Status();
+}
+
 Status Validator::sameExtent(const char *nameA, const View &a,
                              const char *nameB, const View &b, int dim) {
   if (a.sizes[dim] == b.sizes[dim])
@@ -60,8 +79,11 @@ Status Validator::sameExtent(const char *nameA, const View &a,
 
 Status Validator::length(const char *name, const View &view, int64_t length,
                          const char *what) {
-  if (view.rank == 1 && view.sizes[0] == length)
+  if (view.rank == 1 && view.sizes[0] == length) {
+    if (length > 0 && !view.data)
+      return error("'" + std::string(name) + "' has no data pointer");
     return Status();
+  }
   return error("'" + std::string(name) + "' must have " +
                std::to_string(length) + " entries (" + what + "), got " +
                (view.rank == 1 ? formatShape(view.sizes, 1)

@@ -38,6 +38,9 @@ public:
   /// Shape checks. `expected` holds -1 for a dimension of any size.
   Status shape(const char *name, const View &view,
                std::initializer_list<int64_t> expected, const char *what);
+  /// A 1-D per-request operand (cache_lengths): its length is the batch
+  /// size, below 2^31. Sets `batch`.
+  Status batch(const char *name, const View &view, int64_t &batch);
   /// `a` and `b` have the same extent in dimension `dim`.
   Status sameExtent(const char *nameA, const View &a, const char *nameB,
                     const View &b, int dim);

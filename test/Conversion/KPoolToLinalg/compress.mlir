@@ -1,7 +1,8 @@
 // RUN: kpool-opt %s -convert-kpool-to-linalg -split-input-file | FileCheck %s
 
 // kpool.compress: a scf.parallel over the rows of `pooled`; each row finds its
-// request by a binary search (scf.while) over pool_row_offsets, checks that
+// request by a binary search (scf.while) over pool_row_offsets (and a scan
+// when the candidate does not claim the row), checks that
 // the row is one of the pools the request completes, and runs one
 // linalg.generic (tagged kpool.pool_row) over the head_dim channels with one
 // input per member row of k, gate and ape.
@@ -29,7 +30,17 @@
 //       CHECK:       arith.cmpi ule, %{{.*}}, %[[ROW]] : i64
 //       CHECK:       scf.yield
 //       CHECK:     }
-//       CHECK:     %[[OWNER:.*]] = arith.subi %[[FOUND]]#0, %{{.*}} : i64
+//       CHECK:     %[[CAND:.*]] = arith.subi %[[FOUND]]#0, %{{.*}} : i64
+//       CHECK:     %[[FOUND_ONE:.*]] = arith.cmpi sge, %[[CAND]], %{{.*}} : i64
+// The candidate must claim the row (pro[b] + j with j below its pool count);
+// when it does not (bad metadata in some request), a scan over all requests
+// takes the first that does, so guards are per request.
+//       CHECK:     %[[CLAIMS:.*]] = scf.if %[[FOUND_ONE]] -> (i1) {
+//       CHECK:     %[[OWNER:.*]] = scf.if %[[CLAIMS]] -> (i64) {
+//       CHECK:       scf.yield %[[CAND]] : i64
+//       CHECK:     } else {
+//       CHECK:       scf.while
+//       CHECK:     }
 //       CHECK:     %[[HAS:.*]] = arith.cmpi sge, %[[OWNER]], %{{.*}} : i64
 //       CHECK:     scf.if %[[HAS]] {
 // The request's rows, cache length and pool range, in 64 bits.

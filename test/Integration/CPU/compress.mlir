@@ -2,7 +2,7 @@
 // (serial, OpenMP and scalar channel loops) and checks the printed pools.
 // K = 2, D = 2, one request holding one cached token and bringing five, so
 // the first new token belongs to the pending pool and two pools complete.
-// Expected values, from spec/semantics.md:
+// Expected values, from docs/semantics.md:
 //   pool 1 = rows 1, 2; channel 0 has equal gates: (3 + 5) / 2 = 4;
 //   channel 1 has gates 1, 0: (4 e^0 + 6 e^-1) / (1 + e^-1) = 4.537883;
 //   pool 2 = rows 3, 4 with equal gates: (7 + 9) / 2, (8 + 10) / 2.

@@ -1,5 +1,5 @@
 // Bad metadata reads and writes nothing outside the operands and nothing
-// outside a request's own rows (spec/semantics.md, "Bad input"). f32,
+// outside a request's own rows (docs/semantics.md, "Bad input"). f32,
 // kpool 2, head_dim 2, equal gates and zero ape so pools are plain means.
 
 // RUN: kpool-opt %s -kpool-lower-to-llvm \

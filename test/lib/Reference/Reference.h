@@ -1,7 +1,7 @@
 //===- Reference.h - a plain reference of the kpool ops ---------*- C++ -*-===//
 //
 // An independent, deliberately simple implementation of
-// shared/spec/semantics.md on the same strided `KPoolView` operands as the
+// docs/semantics.md on the same strided `KPoolView` operands as the
 // runtime (sizes and strides in elements; metadata uint32, closed_pool int32,
 // ape f32, keys/gates/pooled/tail of the element type with bf16/f16 stored as
 // uint16 bit patterns). Test-only: it is the oracle of the differential test.

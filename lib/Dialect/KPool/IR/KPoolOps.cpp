@@ -129,9 +129,11 @@ public:
         continue;
       }
       int64_t baseSize = type(base->value).getDimSize(0);
-      int64_t expected = baseSize - base->delta + o.delta;
-      if (size == expected)
+      // Both sizes are at least their delta, so the batch sizes do not
+      // overflow; the expected length (up to 2^63) is printed unsigned.
+      if (size - o.delta == baseSize - base->delta)
         continue;
+      uint64_t expected = uint64_t(baseSize - base->delta) + o.delta;
       auto diag = op->emitOpError() << "expected '" << o.name << "' to have ";
       int64_t relation = o.delta - base->delta;
       if (relation == 1)
@@ -203,6 +205,20 @@ public:
            << "expected '" << name << "' to be at least 1, got " << value;
   }
 
+  /// `kpool` in [1, 2^32]: positions are below 2^33 (32-bit cache lengths
+  /// plus 32-bit offsets), so no larger pool can ever complete, and the
+  /// 64-bit position arithmetic stays exact.
+  LogicalResult checkKPool(int64_t value) {
+    if (failed(checkPositive("kpool", value)))
+      return failure();
+    if (value <= (int64_t(1) << 32))
+      return success();
+    return op->emitOpError()
+           << "expected 'kpool' to be at most 2^32 (positions are below "
+              "2^33, so no larger pool can complete), got "
+           << value;
+  }
+
   /// All shaped operands are tensors (value form) or all are memrefs (buffer
   /// form); the value form returns one result per `outs` operand and the
   /// buffer form none.
@@ -270,7 +286,7 @@ void getDpsEffects(
 LogicalResult CompressOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
-  if (failed(c.checkPositive("kpool", kpool)) ||
+  if (failed(c.checkKPool(kpool)) ||
       failed(c.checkPositive("head_dim", headDim)) ||
       failed(c.checkForm({{getK(), "k"},
                           {getGate(), "gate"},
@@ -311,7 +327,7 @@ void CompressOp::getEffects(
 LogicalResult SeedTailOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
-  if (failed(c.checkPositive("kpool", kpool)) ||
+  if (failed(c.checkKPool(kpool)) ||
       failed(c.checkPositive("head_dim", headDim)) ||
       failed(c.checkForm({{getK(), "k"},
                           {getGate(), "gate"},
@@ -345,7 +361,7 @@ void SeedTailOp::getEffects(
 LogicalResult RingCloseOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
-  if (failed(c.checkPositive("kpool", kpool)) ||
+  if (failed(c.checkKPool(kpool)) ||
       failed(c.checkPositive("head_dim", headDim)) ||
       failed(c.checkForm({{getTail(), "tail"},
                           {getK(), "k"},
@@ -397,7 +413,7 @@ void RingCloseOp::getEffects(
 
 LogicalResult PoolOffsetsOp::verify() {
   OperandChecker c(*this);
-  if (failed(c.checkPositive("kpool", getKpool())) ||
+  if (failed(c.checkKPool(getKpool())) ||
       failed(c.checkForm({{getInputRowOffsets(), "input_row_offsets"},
                           {getCacheLengths(), "cache_lengths"},
                           {getPoolRowOffsets(), "pool_row_offsets"}},

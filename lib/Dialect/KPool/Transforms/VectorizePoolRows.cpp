@@ -101,15 +101,19 @@ struct KPoolVectorizePoolRowsPass
       return signalPassFailure();
     }
     SmallVector<linalg::GenericOp> rows;
+    SmallVector<Operation *> exps;
     getOperation()->walk([&](linalg::GenericOp op) {
       if (op->hasAttr(kPoolRowAttrName))
         rows.push_back(op);
+      // The loop form (large kpool) stays scalar; its exps are approximated
+      // like every other pooled row's.
+      if (op->hasAttr(kPoolRowLoopAttrName))
+        op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
     });
-    if (rows.empty())
+    if (rows.empty() && exps.empty())
       return;
 
     IRRewriter rewriter(&getContext());
-    SmallVector<Operation *> exps;
     for (linalg::GenericOp op : rows) {
       // Rows that are not one static channel loop (only hand-written IR
       // has them) stay scalar too.

@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::kpool;
@@ -110,7 +111,28 @@ std::pair<Value, Value> MetadataBuilder::ringTail(const Request &r,
 }
 
 Value MetadataBuilder::ringRow(Value position, Value window) {
-  return arith::RemUIOp::create(b, loc, position, window);
+  if (matchPattern(window, m_Constant()) || !llvm::isPowerOf2_64(kpool))
+    return arith::RemUIOp::create(b, loc, position, window);
+  // A dynamic window is kpool whenever an engine runs without drafts: then
+  // the row is a mask, and the 64-bit division runs only for wider rings.
+  // (A mask rather than a remainder by the constant kpool, which LLVM would
+  // merge with the other branch's remainder back into one division.)
+  Value isK = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, window,
+                                    i64(kpool));
+  auto ifOp = scf::IfOp::create(
+      b, loc, isK,
+      [&](OpBuilder &nb, Location nloc) {
+        Value mask =
+            arith::ConstantIntOp::create(nb, nloc, nb.getI64Type(), kpool - 1);
+        scf::YieldOp::create(
+            nb, nloc, ValueRange{arith::AndIOp::create(nb, nloc, position, mask)});
+      },
+      [&](OpBuilder &nb, Location nloc) {
+        scf::YieldOp::create(
+            nb, nloc,
+            ValueRange{arith::RemUIOp::create(nb, nloc, position, window)});
+      });
+  return ifOp.getResult(0);
 }
 
 SmallVector<Value> MetadataBuilder::memberRingRows(Value id, Value window) {
@@ -167,4 +189,70 @@ Value MetadataBuilder::findOwner(Value offsets, Value batch, Value row) {
         scf::YieldOp::create(nb, nloc, ValueRange{newLo, newHi});
       });
   return arith::SubIOp::create(b, loc, loop.getResult(0), i64(1));
+}
+
+Value MetadataBuilder::claimsRow(Value pro, Value iro, Value cache, Value bIdx,
+                                 Value row, Value numRows) {
+  Value next = arith::AddIOp::create(b, loc, bIdx, idx(1));
+  Value lo = loadU32(pro, bIdx), hi = loadU32(pro, next);
+  Value count = poolRange(loadRequest(iro, cache, bIdx, numRows)).count;
+  // `row - lo` wraps to a huge unsigned value when `row < lo`.
+  Value j = arith::SubIOp::create(b, loc, row, lo);
+  return arith::AndIOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row, hi),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, count));
+}
+
+Value MetadataBuilder::findClaimant(Value pro, Value iro, Value cache,
+                                    Value batch, Value row, Value numRows) {
+  Type i1 = b.getI1Type(), i64Type = b.getI64Type();
+  Value candidate = findOwner(pro, batch, row);
+  Value found = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
+                                      candidate, i64(0));
+  auto check = scf::IfOp::create(
+      b, loc, found,
+      [&](OpBuilder &nb, Location nloc) {
+        MetadataBuilder mb(nb, nloc, kpool);
+        Value claims =
+            mb.claimsRow(pro, iro, cache, mb.toIndex(candidate), row, numRows);
+        scf::YieldOp::create(nb, nloc, claims);
+      },
+      [&](OpBuilder &nb, Location nloc) {
+        Value no = arith::ConstantIntOp::create(nb, nloc, i1, 0);
+        scf::YieldOp::create(nb, nloc, no);
+      });
+  auto owner = scf::IfOp::create(
+      b, loc, check.getResult(0),
+      [&](OpBuilder &nb, Location nloc) {
+        scf::YieldOp::create(nb, nloc, candidate);
+      },
+      [&](OpBuilder &nb, Location nloc) {
+        // The slow path: the first request that claims the row.
+        MetadataBuilder mb(nb, nloc, kpool);
+        Value end = mb.toI64(batch);
+        auto scan = scf::WhileOp::create(
+            nb, nloc, TypeRange{i64Type, i64Type},
+            ValueRange{mb.i64(0), mb.i64(-1)},
+            [&](OpBuilder &wb, Location wloc, ValueRange args) {
+              Value more = arith::AndIOp::create(
+                  wb, wloc,
+                  arith::CmpIOp::create(wb, wloc, arith::CmpIPredicate::slt,
+                                        args[0], end),
+                  arith::CmpIOp::create(
+                      wb, wloc, arith::CmpIPredicate::slt, args[1],
+                      MetadataBuilder(wb, wloc, kpool).i64(0)));
+              scf::ConditionOp::create(wb, wloc, more, args);
+            },
+            [&](OpBuilder &wb, Location wloc, ValueRange args) {
+              MetadataBuilder wmb(wb, wloc, kpool);
+              Value claims = wmb.claimsRow(pro, iro, cache,
+                                           wmb.toIndex(args[0]), row, numRows);
+              Value result =
+                  arith::SelectOp::create(wb, wloc, claims, args[0], args[1]);
+              Value next = arith::AddIOp::create(wb, wloc, args[0], wmb.i64(1));
+              scf::YieldOp::create(wb, wloc, ValueRange{next, result});
+            });
+        scf::YieldOp::create(nb, nloc, scan.getResult(1));
+      });
+  return owner.getResult(0);
 }

@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -70,4 +72,79 @@ void mlir::kpool::buildPoolRow(OpBuilder &b, Location loc, ValueRange keyRows,
         linalg::YieldOp::create(nb, nloc, out);
       });
   generic->setAttr(kPoolRowAttrName, b.getUnitAttr());
+}
+
+void mlir::kpool::buildPoolRowLoop(OpBuilder &b, Location loc, int64_t kpool,
+                                   MemberRowsFn memberRows, Value ape,
+                                   Value outRow) {
+  MLIRContext *ctx = b.getContext();
+  Type outType = cast<MemRefType>(outRow.getType()).getElementType();
+  Type f32 = b.getF32Type();
+  Block *body = nullptr;
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{}, ValueRange{}, ValueRange{outRow},
+      ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(1, ctx)},
+      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+      [&](OpBuilder &nb, Location, ValueRange args) {
+        body = args.front().getParentBlock();
+      });
+  generic->setAttr(kPoolRowLoopAttrName, b.getUnitAttr());
+
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(body);
+  Value d = linalg::IndexOp::create(b, loc, 0);
+  auto toF32 = [&](Value v) -> Value {
+    if (v.getType() == f32)
+      return v;
+    return arith::ExtFOp::create(b, loc, f32, v);
+  };
+  // z_m = f32(gate_m[d]) + ape[m][d], and member m's key row.
+  auto member = [&](Value m) -> std::pair<Value, Value> {
+    auto [keyRow, gateRow] = memberRows(m);
+    Value g = memref::LoadOp::create(b, loc, gateRow, ValueRange{d});
+    Value a = memref::LoadOp::create(b, loc, ape, ValueRange{m, d});
+    return {arith::AddFOp::create(b, loc, toF32(g), a), keyRow};
+  };
+  auto key = [&](Value keyRow) {
+    return toF32(memref::LoadOp::create(b, loc, keyRow, ValueRange{d}));
+  };
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value count = arith::ConstantIndexOp::create(b, loc, kpool);
+
+  // M = max over m of z_m, from z_0 on in member order.
+  auto [z0, key0] = member(zero);
+  auto maxLoop = scf::ForOp::create(b, loc, one, count, one, ValueRange{z0});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(maxLoop.getBody());
+    Value z = member(maxLoop.getInductionVar()).first;
+    Value m = arith::MaximumFOp::create(b, loc, maxLoop.getRegionIterArg(0), z);
+    scf::YieldOp::create(b, loc, m);
+  }
+  Value maxZ = maxLoop.getResult(0);
+
+  // Sums in member order (member 0 starts them, as in the unrolled form).
+  Value e0 =
+      math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, z0, maxZ));
+  Value acc0 = arith::MulFOp::create(b, loc, e0, key(key0));
+  auto sumLoop =
+      scf::ForOp::create(b, loc, one, count, one, ValueRange{e0, acc0});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(sumLoop.getBody());
+    auto [z, keyRow] = member(sumLoop.getInductionVar());
+    Value e =
+        math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, z, maxZ));
+    Value term = arith::MulFOp::create(b, loc, e, key(keyRow));
+    Value sum = arith::AddFOp::create(b, loc, sumLoop.getRegionIterArg(0), e);
+    Value acc =
+        arith::AddFOp::create(b, loc, sumLoop.getRegionIterArg(1), term);
+    scf::YieldOp::create(b, loc, ValueRange{sum, acc});
+  }
+  Value out =
+      arith::DivFOp::create(b, loc, sumLoop.getResult(1), sumLoop.getResult(0));
+  if (out.getType() != outType)
+    out = arith::TruncFOp::create(b, loc, outType, out);
+  linalg::YieldOp::create(b, loc, out);
 }

@@ -48,6 +48,10 @@ def KPool_Dialect : Dialect {
     `k` brings no tokens, an out-of-range slot neither reads nor writes the
     ring, a request writes only its own pooled rows that exist, and
     `num_requests` is clamped to `[0, B]`.
+
+    The full contract, bit for bit and for bad input, is
+    [semantics.md](../semantics.md) (`docs/semantics.md` in the source tree,
+    `share/doc/kpool/docs/semantics.md` in an install).
   }];
   let usePropertiesForAttributes = 1;
 }

@@ -102,8 +102,10 @@ def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
     stored in ring slot `slot_idx[b]`: `tail[slot, 0, q mod R, :]` gets the
     key row and `tail[slot, 1, q mod R, :]` the raw gate row (no `ape`).
     Nothing else in `tail` changes. Only tokens this call owns are written,
-    so after any sequence of calls the slot holds the request's last
-    `min(R, length)` positions, and a prefill split into chunks leaves the
+    so after any sequence of calls without rollback the slot holds the
+    request's last `min(R, length)` positions (after a rollback it may also
+    hold rejected positions at or after the accepted length, overwritten
+    before they are read), and a prefill split into chunks leaves the
     ring as one unsplit prefill does.
 
     The ring is addressed by `slot_idx`, never by batch row. A slot at or past

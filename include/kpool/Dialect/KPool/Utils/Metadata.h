@@ -1,7 +1,7 @@
 //===- Metadata.h - kpool metadata arithmetic -------------------*- C++ -*-===//
 //
 // The one implementation, as IR builders, of the per-request metadata
-// arithmetic of spec/semantics.md: where a request's rows are, which pools
+// arithmetic of docs/semantics.md: where a request's rows are, which pools
 // it completes, what the ring holds. All position arithmetic is i64; the
 // 32-bit metadata is read as unsigned. Every value here is guarded so that no
 // metadata makes a kernel index outside its operands.
@@ -94,6 +94,22 @@ public:
   /// by binary search; -1 (i64) when there is none. `offsets` is a 1-D
   /// signless i32 memref read as unsigned.
   Value findOwner(Value offsets, Value batch, Value row);
+
+  /// Whether request `bIdx` (index) claims pooled row `row` (i64): `row` is
+  /// `pro[b] + j` with `j < min(count_b, pro[b+1] - pro[b])` (the contract's
+  /// claiming rule; the caller bounds `row` by the output's rows). `numRows`
+  /// is k's row count, as for loadRequest.
+  Value claimsRow(Value pro, Value iro, Value cache, Value bIdx, Value row,
+                  Value numRows);
+
+  /// The request in `[0, batch)` that claims pooled row `row`, or -1 (i64).
+  /// The binary search of findOwner finds it whenever `pro` is monotone;
+  /// when its candidate does not claim the row (bad metadata somewhere, or
+  /// a row past every request's range), a scan over all requests takes the
+  /// first that claims it. So each request's guards hold whatever the other
+  /// requests' offsets are, and valid metadata pays one check per row.
+  Value findClaimant(Value pro, Value iro, Value cache, Value batch, Value row,
+                     Value numRows);
 
 private:
   OpBuilder &b;

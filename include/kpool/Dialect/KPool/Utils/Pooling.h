@@ -1,7 +1,7 @@
 //===- Pooling.h - the kpool pooling arithmetic ------------------*- C++
 //-*-===//
 //
-// The one implementation of the pooling function of spec/semantics.md. Every
+// The one implementation of the pooling function of docs/semantics.md. Every
 // lowering of every kpool op emits it through these builders, so a pool built
 // by `ring_close` from ring members and the same pool built by `compress` are
 // bit-identical on one backend.
@@ -33,8 +33,34 @@ Value buildPooledChannel(OpBuilder &b, Location loc, ValueRange keys,
 void buildPoolRow(OpBuilder &b, Location loc, ValueRange keyRows,
                   ValueRange gateRows, ValueRange apeRows, Value outRow);
 
+/// The members of one pool in the loop form: the key and gate rows (1-D
+/// memrefs of T) of member `member` (an index value), built with the
+/// builder passed to buildPoolRowLoop at its current insertion point.
+using MemberRowsFn = function_ref<std::pair<Value, Value>(Value member)>;
+
+/// The same function as buildPoolRow, for any `kpool`, with IR whose size
+/// does not depend on it: a `linalg.generic` over the `head_dim` channels of
+/// `outRow` whose body loops over the members (max of `z`, then the sums in
+/// member order; member 0 peeled), reading member rows from `memberRows`
+/// and `ape[m]` from the 2-D f32 memref `ape`. The same operations in the
+/// same order as the unrolled form, so both give the same bits. Tagged with
+/// `kPoolRowLoopAttrName` (scalar channel loops; exp is approximated like
+/// the unrolled rows').
+void buildPoolRowLoop(OpBuilder &b, Location loc, int64_t kpool,
+                      MemberRowsFn memberRows, Value ape, Value outRow);
+
 /// Unit attribute that marks the channel loop of one pooled row.
 inline constexpr llvm::StringLiteral kPoolRowAttrName = "kpool.pool_row";
+
+/// Unit attribute that marks the channel loop of one pooled row in the loop
+/// form (members as a loop, for large kpool).
+inline constexpr llvm::StringLiteral kPoolRowLoopAttrName =
+    "kpool.pool_row_loop";
+
+/// Pools of at most this many members are unrolled (one linalg.generic
+/// input per member row, vectorizable); larger ones use the loop form, so
+/// compile time stays flat in kpool.
+inline constexpr int64_t kMaxUnrolledMembers = 16;
 
 } // namespace mlir::kpool
 
