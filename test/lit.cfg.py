@@ -122,12 +122,14 @@ _sanitize = _cache.get("KPOOL_SANITIZE", "")
 if _sanitize:
     config.available_features.add("sanitized")
     config.environment["ASAN_OPTIONS"] = (
-        "abort_on_error=1:detect_leaks=1:strict_string_checks=1:"
+        "abort_on_error=1:detect_leaks=1:allocator_may_return_null=1:"
+        "strict_string_checks=1:"
         "check_initialization_order=1:detect_stack_use_after_return=1")
     config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
     _runtime = _cache.get("KPOOL_ASAN_RUNTIME", "")
     if "address" in _sanitize and _runtime:
         _python_cmd = ("env LD_PRELOAD=%s ASAN_OPTIONS=abort_on_error=1:"
+                       "allocator_may_return_null=1:"
                        "detect_leaks=0 %s" % (_runtime, _python_numpy))
 if "python-numpy" in config.available_features:
     config.substitutions.append(("%kpool_python", _python_cmd))
