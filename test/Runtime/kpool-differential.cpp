@@ -25,6 +25,7 @@
 
 #include "Reference/Float.h"
 #include "Reference/Reference.h"
+#include "Reference/VerifySchedule.h"
 #include "kpool/Runtime/Runtime.h"
 
 #include <algorithm>
@@ -52,19 +53,11 @@ namespace {
 // algorithms are implementation-defined).
 //===----------------------------------------------------------------------===//
 
-struct Rng {
-  uint64_t state;
-  explicit Rng(uint64_t seed) : state(seed * 0x9e3779b97f4a7c15ull + 1) {}
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+/// The generator of test/lib/Reference/VerifySchedule.h, seeded apart.
+struct Rng : ref::SplitMix {
+  explicit Rng(uint64_t seed) : SplitMix(seed * 0x9e3779b97f4a7c15ull + 1) {}
   /// Uniform in [lo, hi).
-  double uniform(double lo, double hi) {
-    return lo + (hi - lo) * double(next() >> 11) * 0x1.0p-53;
-  }
+  double uniform(double lo, double hi) { return lo + (hi - lo) * unit(); }
 };
 
 //===----------------------------------------------------------------------===//
