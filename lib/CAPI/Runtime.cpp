@@ -83,6 +83,20 @@ const char *kpoolElementTypeName(KPoolElementType type) {
 // Kernel sets
 //===----------------------------------------------------------------------===//
 
+/// The (cached or newly compiled) kernels of `config` as a C handle.
+static KPoolError *getKernelSet(const char *what,
+                                const kpool::KernelConfig &config,
+                                KPoolKernelSet **result) {
+  kpool::Status status;
+  std::shared_ptr<kpool::KernelSet> kernels =
+      kpool::KernelSet::get(config, status);
+  if (!kernels)
+    return makeError(status.ok() ? std::string(what) + ": compilation failed"
+                                 : status.message());
+  *result = new KPoolKernelSet{std::move(kernels)};
+  return nullptr;
+}
+
 static KPoolError *kpoolKernelSetCreateImpl(int elementType, int64_t headDim,
                                             int64_t kpool, bool openmp,
                                             int64_t vectorSize,
@@ -105,14 +119,7 @@ static KPoolError *kpoolKernelSetCreateImpl(int elementType, int64_t headDim,
   config.kpool = kpool;
   config.openmp = openmp;
   config.vectorSize = vectorSize;
-  kpool::Status status;
-  std::shared_ptr<kpool::KernelSet> kernels =
-      kpool::KernelSet::get(config, status);
-  if (!kernels)
-    return makeError(status.ok() ? "kernel set: compilation failed"
-                                 : status.message());
-  *result = new KPoolKernelSet{std::move(kernels)};
-  return nullptr;
+  return getKernelSet("kernel set", config, result);
 }
 
 KPoolError *kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
@@ -137,14 +144,7 @@ static KPoolError *kpoolPoolOffsetsKernelCreateImpl(int64_t kpool,
   config.headDim = 1;
   config.kpool = kpool;
   config.poolOffsetsOnly = true;
-  kpool::Status status;
-  std::shared_ptr<kpool::KernelSet> kernels =
-      kpool::KernelSet::get(config, status);
-  if (!kernels)
-    return makeError(status.ok() ? "pool_offsets kernel: compilation failed"
-                                 : status.message());
-  *result = new KPoolKernelSet{std::move(kernels)};
-  return nullptr;
+  return getKernelSet("pool_offsets kernel", config, result);
 }
 
 KPoolError *kpoolPoolOffsetsKernelCreate(int64_t kpool,
