@@ -32,7 +32,7 @@
 #include "kpool_gpu_bf16_d128_k4.h"
 #endif
 
-#include "GpuSupport.h"
+#include "GPU/GpuSupport.h"
 #include "Measure.h"
 
 #include <algorithm>

@@ -52,7 +52,7 @@
 #include "kpool_gpu_f32_d128_k4.h"
 #endif
 
-#include "GpuSupport.h"
+#include "GPU/GpuSupport.h"
 #include "Reference/VerifySchedule.h"
 
 #include <algorithm>

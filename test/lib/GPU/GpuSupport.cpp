@@ -1,6 +1,6 @@
 //===- GpuSupport.cpp - shared code of the GPU executables ----------------===//
 
-#include "GpuSupport.h"
+#include "GPU/GpuSupport.h"
 
 #include "Reference/Float.h"
 #include "kpool/Runtime/PoolStore.h"
@@ -153,7 +153,7 @@ std::vector<uint8_t> gpu::randomElements(ElementType type, int64_t n,
 
 double gpu::toleranceUlp(ElementType type) {
 #ifdef KPOOL_GPU_ON_CPU
-  // The CPU kernels' exp is a polynomial (see tools/kpool-demo).
+  // The CPU kernels' exp is a polynomial (see examples/serving/kpool-demo.cpp).
   return type == KPOOL_F32 ? 8 : 4;
 #else
   return type == KPOOL_F32 ? 8 : 2;

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GpuSupport.h"
+#include "GPU/GpuSupport.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 //===- kpool-gpu-demo.cpp - the serving schedule on the GPU ---------------===//
 //
-// The README's main job (tools/kpool-demo) on an NVIDIA GPU with the
+// The README's main job (examples/serving/kpool-demo.cpp) on an NVIDIA GPU with the
 // ahead-of-time CUDA kernels (bf16, head_dim 128, kpool 4), which the
 // runtime finds through KernelSet::getPrecompiled -- no MLIR at run time.
 // A ragged batch of four requests in ring slots 3, 0, 5, 1 of 6, chunked
@@ -19,7 +19,7 @@
 #include "kpool_gpu_bf16_d128_k4.h"
 #endif
 
-#include "GpuSupport.h"
+#include "GPU/GpuSupport.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -46,7 +46,7 @@ int main() {
               elementTypeName(config.elementType), (long long)config.headDim,
               (long long)config.kpool, deviceDescription().c_str());
 
-  // The schedule of tools/kpool-demo.
+  // The schedule of examples/serving/kpool-demo.cpp.
   const std::vector<uint32_t> slots = {3, 0, 5, 1};
   const std::vector<int64_t> prompts = {37, 130, 5, 66};
   const int64_t chunk = 22, decodeCalls = 9, maxSlots = 6;

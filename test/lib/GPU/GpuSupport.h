@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KPOOL_TOOLS_GPU_GPUSUPPORT_H
-#define KPOOL_TOOLS_GPU_GPUSUPPORT_H
+#ifndef KPOOL_TEST_LIB_GPU_GPUSUPPORT_H
+#define KPOOL_TEST_LIB_GPU_GPUSUPPORT_H
 
 #include "Reference/Reference.h"
 #include "kpool/Runtime/CUDA.h"
@@ -26,7 +26,7 @@
 #include <vector>
 
 /// The configuration and kernels of `name` (e.g. bf16_d128_k4): the
-/// ahead-of-time CUDA kernels of tools/kpool-gpu (header kpool_gpu_<name>.h)
+/// ahead-of-time CUDA kernels of test/lib/GPU (header kpool_gpu_<name>.h)
 /// or, in the CPU emulation build (KPOOL_GPU_ON_CPU, header
 /// kpool_gpu_cpu_<name>.h), the same configuration's ahead-of-time CPU
 /// kernels on emulated device memory: that build runs every check's host
@@ -231,4 +231,4 @@ private:
 
 } // namespace kpool::gpu
 
-#endif // KPOOL_TOOLS_GPU_GPUSUPPORT_H
+#endif // KPOOL_TEST_LIB_GPU_GPUSUPPORT_H
