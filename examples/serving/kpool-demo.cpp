@@ -11,6 +11,7 @@
 
 #include "Reference/Float.h"
 #include "Reference/Reference.h"
+#include "Reference/VerifySchedule.h"
 #include "kpool/Runtime/PoolStore.h"
 #include "kpool/Runtime/Runtime.h"
 
@@ -177,20 +178,12 @@ int main(int argc, char **argv) {
   };
 
   const int64_t chunk = 22;
-  bool prefilling = true;
-  while (prefilling) {
-    prefilling = false;
-    std::vector<int64_t> counts(requests.size(), -1);
-    for (size_t r = 0; r < requests.size(); ++r) {
-      int64_t left = target[r] - done[r];
-      if (left > 0) {
-        counts[r] = std::min(chunk, left);
-        prefilling = true;
-      }
-    }
-    if (prefilling && !runCall(counts, "prefill"))
+  for (std::vector<int64_t> counts;
+       !(counts = reference::nextPrefillCall(
+             target, [&](size_t r) { return done[r]; }, chunk))
+            .empty();)
+    if (!runCall(counts, "prefill"))
       return 1;
-  }
   for (int64_t d = 0; d < decodeCalls; ++d) {
     std::vector<int64_t> counts(requests.size(), d % 2 ? 3 : 1);
     if (!runCall(counts, "decode"))

@@ -20,6 +20,7 @@
 #endif
 
 #include "GPU/GpuSupport.h"
+#include "Reference/VerifySchedule.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -78,17 +79,12 @@ int main() {
                 (long long)pools, (long long)ring);
     return true;
   };
-  for (bool prefilling = true; prefilling;) {
-    std::vector<int64_t> counts(seqs.size(), -1);
-    prefilling = false;
-    for (size_t r = 0; r < seqs.size(); ++r)
-      if (int64_t left = prompts[r] - schedule.done(r); left > 0) {
-        counts[r] = std::min(chunk, left);
-        prefilling = true;
-      }
-    if (prefilling && !runCall(counts, "prefill"))
+  for (std::vector<int64_t> counts;
+       !(counts = reference::nextPrefillCall(
+             prompts, [&](size_t r) { return schedule.done(r); }, chunk))
+            .empty();)
+    if (!runCall(counts, "prefill"))
       return 1;
-  }
   for (int64_t d = 0; d < decodeCalls; ++d)
     if (!runCall(std::vector<int64_t>(seqs.size(), d % 2 ? 3 : 1), "decode"))
       return 1;

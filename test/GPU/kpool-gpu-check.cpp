@@ -474,19 +474,13 @@ void caseSchedule(const KernelSet &kernels) {
   DeviceSchedule schedule(kernels, seqs, 6, ape);
   Status status;
   int64_t calls = 0;
-  for (bool prefilling = true; prefilling && status.ok();) {
-    std::vector<int64_t> counts(seqs.size(), -1);
-    prefilling = false;
-    for (size_t r = 0; r < seqs.size(); ++r)
-      if (int64_t left = prompts[r] - schedule.done(r); left > 0) {
-        counts[r] = std::min(chunk, left);
-        prefilling = true;
-      }
-    if (prefilling) {
-      status = schedule.step(counts, nullptr, nullptr);
-      ++calls;
-    }
-  }
+  for (std::vector<int64_t> counts;
+       status.ok() &&
+       !(counts = reference::nextPrefillCall(
+             prompts, [&](size_t r) { return schedule.done(r); }, chunk))
+            .empty();
+       ++calls)
+    status = schedule.step(counts, nullptr, nullptr);
   for (int64_t c = 0; c < decodeCalls && status.ok(); ++c, ++calls)
     status = schedule.step(std::vector<int64_t>(seqs.size(), c % 2 ? 1 : 3),
                            nullptr, nullptr);

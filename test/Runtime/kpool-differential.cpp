@@ -276,8 +276,10 @@ struct Tolerance {
 };
 Tolerance tolerance;
 
-/// The spacing of T at |x| (x given as bits of T).
-double ulpOf(ElementType type, uint32_t bits) {
+/// The gap from |x| (x given as bits of T) to the next larger magnitude of
+/// T: NaN when |x| is infinite, so that an infinite reference never admits
+/// a finite result. (reference::ulpOf is the spacing of T at a double.)
+double gapAbove(ElementType type, uint32_t bits) {
   uint32_t mag = type == KPOOL_F32 ? bits & 0x7fffffffu : bits & 0x7fffu;
   return double(ref::fromBits(type, mag + 1)) - double(ref::fromBits(type, mag));
 }
@@ -316,8 +318,8 @@ void compareBuffer(Check &c, const std::string &what, const Buffer &got,
         double diff = std::fabs(double(ref::fromBits(type, g)) -
                                 double(ref::fromBits(type, w)));
         double S = std::fabs(double(ref::fromBits(type, pooled->scale->raw(e))));
-        scaled = std::max(0.0, diff - ulpOf(type, w)) / (0x1.0p-24 * S);
-        same = diff <= ulpOf(type, w) + tolerance.scaleUlps * 0x1.0p-24 * S;
+        scaled = std::max(0.0, diff - gapAbove(type, w)) / (0x1.0p-24 * S);
+        same = diff <= gapAbove(type, w) + tolerance.scaleUlps * 0x1.0p-24 * S;
       }
       if (pooled->record) {
         tolerance.maxUlp[t] = std::max(tolerance.maxUlp[t], ulp);

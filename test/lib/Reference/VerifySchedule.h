@@ -37,6 +37,25 @@ struct SplitMix {
   double unit() { return double(next() >> 11) * 0x1.0p-53; }
 };
 
+/// The next call of a chunked prefill: `counts[r]` = min(chunk, what is
+/// left of request r's prompt), -1 for a request whose prompt is done
+/// (absent from the call); empty when every prompt is done. `done(r)` is
+/// the number of tokens request r has brought so far.
+template <typename Done>
+std::vector<int64_t> nextPrefillCall(const std::vector<int64_t> &prompts,
+                                     Done done, int64_t chunk) {
+  std::vector<int64_t> counts(prompts.size(), -1);
+  bool any = false;
+  for (size_t r = 0; r < prompts.size(); ++r)
+    if (int64_t left = prompts[r] - int64_t(done(r)); left > 0) {
+      counts[r] = left < chunk ? left : chunk;
+      any = true;
+    }
+  if (!any)
+    counts.clear();
+  return counts;
+}
+
 /// What one request does in one step.
 struct VerifyEntry {
   size_t request;   ///< index into VerifySchedule::slots
