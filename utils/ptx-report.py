@@ -10,6 +10,9 @@ No GPU is needed: the figures are static. Input is an MLIR file whose
 
   regs, spill (stores/loads bytes), stack, lmem   from `ptxas -v`
   path      PTX instructions on the per-pool path (see below)
+  loop      instructions of one iteration of the outermost loop on that
+            path that stores to global memory: one pool of a grid-stride
+            kernel, one channel of a channel loop; `-` when there is none
   total     PTX instructions in the kernel
   ld.g      global loads on the path, by width (b16, b32, v4.b32, ...)
   nc        of those, read-only (`ld.global.nc`)
@@ -25,7 +28,10 @@ per thread group, so the work of one thread for one pool is one path from
 the entry to `ret`. The report takes the longest such path with each loop
 counted once (back edges removed): for compress that is the aligned, vector
 path through the request lookup, the member loads, the softmax and the
-store. It is a static count, not a measurement of what a GPU executes.
+store. The load, store, division, ex2 and i64 columns count that path. A
+kernel that loops over pools (a grid-stride loop) does one pool per
+iteration: its per-pool figure is `loop`, and `path` adds its prologue
+once. These are static counts, not a measurement of what a GPU executes.
 
     ptx-report.py lowered.mlir [--ptxas PATH] [--arch sm_90] [--json]
     ptx-report.py a.ptx b.ptx --ptxas /usr/local/cuda/bin/ptxas
@@ -151,12 +157,13 @@ def blocks(items):
     return resolved
 
 
-def longest_path(bbs):
-    """The instructions of the longest entry-to-exit path, loops once."""
+def successors(bbs):
     index = {label: i for i, (label, _, _) in enumerate(bbs)}
-    succ = [[index[s] for s in ss if s in index] for _, _, ss in bbs]
-    # Back edges by depth-first search from the entry.
-    state, back = [0] * len(bbs), set()
+    return [[index[s] for s in ss if s in index] for _, _, ss in bbs]
+
+
+def back_edges(succ):
+    state, back = [0] * len(succ), set()
     stack = [(0, iter(succ[0]))]
     state[0] = 1
     while stack:
@@ -170,13 +177,51 @@ def longest_path(bbs):
         elif state[nxt] == 0:
             state[nxt] = 1
             stack.append((nxt, iter(succ[nxt])))
+    return back
+
+
+def pool_loop(bbs, on_path):
+    """(header, latch) of the outermost loop whose header lies on the
+    kernel's longest path and whose body stores to global memory (a
+    grid-stride loop over pools), or None. A channel loop of a fallback
+    path off the longest path is not one."""
+    succ = successors(bbs)
+    pred = [[] for _ in bbs]
+    for n, ss in enumerate(succ):
+        for s in ss:
+            pred[s].append(n)
+    best = None
+    for latch, header in back_edges(succ):
+        body, work = {header}, [latch]
+        while work:
+            n = work.pop()
+            if n not in body:
+                body.add(n)
+                work.extend(pred[n])
+        stores = any(opcode(i).startswith("st.global")
+                     for n in body for i in bbs[n][1])
+        if stores and header in on_path and (best is None or
+                                             len(body) > best[2]):
+            best = (header, latch, len(body))
+    return best[:2] if best else None
+
+
+def longest_path(bbs, start=0, stop=None):
+    """The instructions of the longest path from `start` to an exit (or to
+    `stop`, included), every loop counted once."""
+    succ = successors(bbs)
+    back = back_edges(succ)
     best, choice = {}, {}
+    NEG = float("-inf")
 
     def visit(n):
         if n in best:
             return best[n]
         here = len(bbs[n][1])
-        tail, pick = 0, None
+        if n == stop:
+            best[n], choice[n] = here, None
+            return here
+        tail, pick = (0 if stop is None else NEG), None
         for s in succ[n]:
             if (n, s) in back:
                 continue
@@ -187,12 +232,16 @@ def longest_path(bbs):
         return best[n]
 
     sys.setrecursionlimit(100000)
-    visit(0)
-    path, n = [], 0
+    visit(start)
+    path, n = [], start
     while n is not None:
-        path.extend(bbs[n][1])
+        path.append(n)
         n = choice.get(n)
     return path
+
+
+def path_instructions(bbs, nodes):
+    return [i for n in nodes for i in bbs[n][1]]
 
 
 def opcode(inst):
@@ -312,7 +361,13 @@ def main():
                     continue
                 items = instructions(body)
                 total = sum(1 for l, i in items if i is not None)
-                stats = path_stats(longest_path(blocks(items)))
+                bbs = blocks(items)
+                whole = longest_path(bbs)
+                loop = pool_loop(bbs, set(whole))
+                stats = path_stats(path_instructions(bbs, whole))
+                stats["loop"] = (len(path_instructions(
+                    bbs, longest_path(bbs, loop[0], loop[1])))
+                    if loop else None)
                 row = {"kernel": name, "total": total,
                        "libdevice_expf": libdevice}
                 row.update(stats)
@@ -325,16 +380,18 @@ def main():
         json.dump(rows, sys.stdout, indent=1)
         print()
         return 0
-    head = ("%-44s %4s %9s %5s %5s %5s  %-28s %3s %-10s %6s %4s %4s %s" %
-            ("kernel", "regs", "spill", "stack", "path", "total", "ld.global",
-             "nc", "st.global", "div.rn", "ex2", "i64", "libdevice"))
+    head = ("%-44s %4s %9s %5s %5s %5s %5s  %-28s %3s %-10s %6s %4s %4s %s" %
+            ("kernel", "regs", "spill", "stack", "path", "loop", "total",
+             "ld.global", "nc", "st.global", "div.rn", "ex2", "i64",
+             "libdevice"))
     print(head)
     for r in rows:
         spill = ("%d/%d" % (r["spill_st"], r["spill_ld"])) if "regs" in r \
             else "-"
-        print("%-44s %4s %9s %5s %5d %5d  %-28s %3d %-10s %6d %4d %4d %s" % (
+        print("%-44s %4s %9s %5s %5d %5s %5d  %-28s %3d %-10s %6d %4d %4d %s" % (
             r["kernel"][:44], r.get("regs", "-"), spill, r.get("stack", "-"),
-            r["path"], r["total"], widths(r["ld.g"]), r["nc"],
+            r["path"], "-" if r["loop"] is None else r["loop"], r["total"],
+            widths(r["ld.g"]), r["nc"],
             widths(r["st.g"]), r["div.rn"], r["ex2"], r["i64"],
             "yes" if r["libdevice_expf"] else "no"))
     return 0
