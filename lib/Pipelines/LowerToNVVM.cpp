@@ -184,6 +184,9 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   KPoolMapToGPUPassOptions mapOptions;
   mapOptions.vectorBytes = options.vectorBytes;
   mapOptions.blockSize = options.blockSize;
+  // The standalone pipeline's functions hold only kpool's kernels on the
+  // caller's device buffers: nothing may touch memory on the host.
+  mapOptions.checkHostAccess = true;
   // verifyLowerToNVVMOptions made sure libdevice exists unless exp is
   // approximated (math.exp would otherwise stay an unresolved __nv_expf).
   std::string toolkit = resolveCudaToolkitPath(options.cudaToolkit);

@@ -419,42 +419,20 @@ struct KPoolMapToGPUPass
               &getContext(), ptxIdentifier(outlined)));
       });
 
+    // Only the loops kpool's lowering produced (tagged kpool.kernel); the
+    // caller's own loops, allocations and ops are left to the caller's
+    // pipeline.
+    KPoolDialect::KernelAttrHelper kernel(&getContext());
     SmallVector<scf::ParallelOp> loops;
     func.walk([&](scf::ParallelOp par) {
-      if (!par->getParentOfType<scf::ParallelOp>() &&
+      if (kernel.isAttrPresent(par) &&
+          !par->getParentOfType<scf::ParallelOp>() &&
           !par->getParentOfType<gpu::LaunchOp>())
         loops.push_back(par);
     });
     if (loops.empty())
       return;
-
-    // A function that launches kernels on its buffers must not touch them
-    // on the host.
-    bool hostAccess = false;
-    func.walk(
-        [&](Operation *op) {
-          if (op->getParentOfType<scf::ParallelOp>() ||
-              op->getParentOfType<gpu::LaunchOp>())
-            return;
-          if (isa<memref::AllocOp, memref::AllocaOp, memref::ReallocOp,
-                  memref::CopyOp, bufferization::CloneOp>(op)) {
-            op->emitOpError()
-                << "would place a buffer in host memory next to GPU kernels; "
-                   "kpool-map-to-gpu expects every operand to be a "
-                   "caller-provided device buffer (write the results into "
-                   "function arguments)";
-            hostAccess = true;
-          } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
-                         vector::StoreOp, vector::TransferReadOp,
-                         vector::TransferWriteOp, linalg::LinalgOp>(op)) {
-            // E.g. a canonicalization folded a one-iteration parallel loop.
-            op->emitOpError() << "accesses a buffer outside any parallel loop "
-                                 "in a function with GPU kernels; it would "
-                                 "access device memory on the host";
-            hostAccess = true;
-          }
-        });
-    if (hostAccess)
+    if (checkHostAccess && failed(verifyNoHostAccess(func)))
       return signalPassFailure();
 
     for (scf::ParallelOp loop : loops)
@@ -475,6 +453,36 @@ struct KPoolMapToGPUPass
       if (failed(applyOpPatternsGreedily(exps, std::move(patterns), config)))
         return signalPassFailure();
     }
+  }
+
+  /// The standalone pipeline's guard (check-host-access): a function whose
+  /// kernels run on caller-provided device buffers must not allocate or
+  /// access memory on the host.
+  static LogicalResult verifyNoHostAccess(func::FuncOp func) {
+    bool hostAccess = false;
+    func.walk([&](Operation *op) {
+      if (op->getParentOfType<scf::ParallelOp>() ||
+          op->getParentOfType<gpu::LaunchOp>())
+        return;
+      if (isa<memref::AllocOp, memref::AllocaOp, memref::ReallocOp,
+              memref::CopyOp, bufferization::CloneOp>(op)) {
+        op->emitOpError()
+            << "would place a buffer in host memory next to GPU kernels; "
+               "kpool-map-to-gpu expects every operand to be a "
+               "caller-provided device buffer (write the results into "
+               "function arguments)";
+        hostAccess = true;
+      } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
+                     vector::StoreOp, vector::TransferReadOp,
+                     vector::TransferWriteOp, linalg::LinalgOp>(op)) {
+        // E.g. a canonicalization folded a one-iteration parallel loop.
+        op->emitOpError() << "accesses a buffer outside any parallel loop "
+                             "in a function with GPU kernels; it would "
+                             "access device memory on the host";
+        hostAccess = true;
+      }
+    });
+    return failure(hostAccess);
   }
 };
 
