@@ -155,7 +155,7 @@ int main() {
 
   PassManager pm(&ctx);
   // bufferize=true (the default): the graph is on tensors.
-  mlir::kpool::LowerToLLVMOptions options;
+  mlir::kpool::KPoolToLLVMPipelineOptions options;
   std::string pipelineError;
   if (failed(
           mlir::kpool::buildLowerToLLVMPipeline(pm, options, &pipelineError))) {

@@ -62,9 +62,9 @@ MlirLogicalResult mlirKPoolAddLowerToLLVMPipeline(MlirOpPassManager passManager,
                                                   MlirStringRef options,
                                                   MlirStringCallback callback,
                                                   void *userData) {
-  return addPipeline<LowerToLLVMOptions>(
+  return addPipeline<KPoolToLLVMPipelineOptions>(
       "kpool-lower-to-llvm", passManager, options, callback, userData,
-      [](OpPassManager &pm, const LowerToLLVMOptions &o, std::string *error) {
+      [](OpPassManager &pm, const KPoolToLLVMPipelineOptions &o, std::string *error) {
         return buildLowerToLLVMPipeline(pm, o, error);
       });
 }
@@ -73,9 +73,9 @@ MlirLogicalResult mlirKPoolAddLowerToNVVMPipeline(MlirOpPassManager passManager,
                                                   MlirStringRef options,
                                                   MlirStringCallback callback,
                                                   void *userData) {
-  return addPipeline<LowerToNVVMOptions>(
+  return addPipeline<KPoolToNVVMPipelineOptions>(
       "kpool-lower-to-nvvm", passManager, options, callback, userData,
-      [](OpPassManager &pm, const LowerToNVVMOptions &o, std::string *error) {
+      [](OpPassManager &pm, const KPoolToNVVMPipelineOptions &o, std::string *error) {
         return buildLowerToNVVMPipeline(pm, o, error);
       });
 }

@@ -79,7 +79,7 @@ bool isFile(const std::string &path) {
 }
 } // namespace
 
-LogicalResult kpool::verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
+LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &options,
                                               std::string &error) {
   auto fail = [&](const std::string &message) {
     error = "kpool-lower-to-nvvm: " + message;
@@ -142,7 +142,9 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
     return fail(
         "exact exp needs libdevice, but " + where +
         (toolkit.empty() ? "" : " has no nvvm/libdevice/libdevice.10.bc") +
-        "; set cuda-toolkit=<root> or pass approximate-exp=true");
+        "; point cuda-toolkit=<root> (or $CUDA_HOME) at a CUDA toolkit, or "
+        "pass approximate-exp=true for MLIR's polynomial exp (the CPU path's "
+        "arithmetic; never chosen silently)");
   if (format != "isa") {
     for (const char *tool : {"ptxas", "fatbinary"}) {
       if (format == "bin" && StringRef(tool) == "fatbinary")
@@ -160,7 +162,7 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
 }
 
 LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
-                                              const LowerToNVVMOptions &options,
+                                              const KPoolToNVVMPipelineOptions &options,
                                               std::string *error) {
   std::string message;
   if (failed(verifyLowerToNVVMOptions(options, message))) {
@@ -182,6 +184,9 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   KPoolMapToGPUPassOptions mapOptions;
   mapOptions.vectorBytes = options.vectorBytes;
   mapOptions.blockSize = options.blockSize;
+  // The standalone pipeline's functions hold only kpool's kernels on the
+  // caller's device buffers: nothing may touch memory on the host.
+  mapOptions.checkHostAccess = true;
   // verifyLowerToNVVMOptions made sure libdevice exists unless exp is
   // approximated (math.exp would otherwise stay an unresolved __nv_expf).
   std::string toolkit = resolveCudaToolkitPath(options.cudaToolkit);

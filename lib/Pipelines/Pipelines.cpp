@@ -30,7 +30,7 @@ void kpool::buildBufferizationPipeline(OpPassManager &pm, bool deallocate) {
   pm.addPass(createConvertBufferizationToMemRefPass());
 }
 
-LogicalResult kpool::verifyLowerToLLVMOptions(const LowerToLLVMOptions &options,
+LogicalResult kpool::verifyLowerToLLVMOptions(const KPoolToLLVMPipelineOptions &options,
                                               std::string &error) {
   if (options.vectorSize < 0) {
     error = "kpool-lower-to-llvm: vector-size must be 0 (scalar) or a "
@@ -42,7 +42,7 @@ LogicalResult kpool::verifyLowerToLLVMOptions(const LowerToLLVMOptions &options,
 }
 
 LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
-                                              const LowerToLLVMOptions &options,
+                                              const KPoolToLLVMPipelineOptions &options,
                                               std::string *error) {
   std::string message;
   if (failed(verifyLowerToLLVMOptions(options, message))) {
@@ -107,12 +107,12 @@ static void registerChecked(StringRef name, StringRef description,
 }
 
 void kpool::registerPipelines() {
-  registerChecked<LowerToLLVMOptions>(
+  registerChecked<KPoolToLLVMPipelineOptions>(
       "kpool-lower-to-llvm",
       "Lower kpool ops on tensors (or memrefs, bufferize=false) in func.func "
       "to the LLVM dialect for the CPU",
       buildLowerToLLVMPipeline);
-  registerChecked<LowerToNVVMOptions>(
+  registerChecked<KPoolToNVVMPipelineOptions>(
       "kpool-lower-to-nvvm",
       "Lower kpool ops on tensors (or memrefs, bufferize=false) in func.func "
       "to GPU kernels in a gpu.binary (NVVM) and host code in the LLVM "

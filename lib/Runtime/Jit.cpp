@@ -74,7 +74,7 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
       context, config.elementType, offsetsOnly ? 1 : config.headDim,
       config.kpool, prefix, offsetsOnly);
   mlir::PassManager pm(&context);
-  mlir::kpool::LowerToLLVMOptions options;
+  mlir::kpool::KPoolToLLVMPipelineOptions options;
   options.bufferize = false;
   options.openmp = config.openmp;
   options.vectorSize = config.vectorSize;

@@ -140,7 +140,7 @@ bool registerEmulated(const ::kpool::KernelConfig &config) {
   mapOptions.approximateExp = true; // libdevice is the device's
   map.addNestedPass<func::FuncOp>(mlir::kpool::createKPoolMapToGPUPass(mapOptions));
   PassManager lower(&ctx);
-  mlir::kpool::LowerToLLVMOptions options;
+  mlir::kpool::KPoolToLLVMPipelineOptions options;
   options.bufferize = false;
   options.vectorSize = 0; // the mapping's own vector accesses stay
   mlir::kpool::buildLowerToLLVMPipeline(lower, options);

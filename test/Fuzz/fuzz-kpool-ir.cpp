@@ -287,7 +287,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pm.addNestedPass<func::FuncOp>(kpool::createKPoolMapToGPUPass());
   });
 
-  if (auto llvmOptions = kpool::LowerToLLVMOptions::createFromString(llvmOpts);
+  if (auto llvmOptions = kpool::KPoolToLLVMPipelineOptions::createFromString(llvmOpts);
       llvmOptions && llvmOptions->vectorSize >= 0 /* finding 3 */) {
     OwningOpRef<ModuleOp> copy(cast<ModuleOp>((*module)->clone()));
     PassManager pm(&ctx);
@@ -303,7 +303,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   if (!hasKnownBadNVVMOption(nvvmOpts)) {
     if (auto nvvmOptions =
-            kpool::LowerToNVVMOptions::createFromString(nvvmOpts)) {
+            kpool::KPoolToNVVMPipelineOptions::createFromString(nvvmOpts)) {
       nvvmOptions->format = "isa";
       OwningOpRef<ModuleOp> copy(cast<ModuleOp>((*module)->clone()));
       PassManager pm(&ctx);

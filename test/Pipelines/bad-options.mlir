@@ -25,7 +25,7 @@
 // an unresolved __nv_expf. With approximate-exp it is fine.
 // RUN: rm -rf %t.toolkit && mkdir -p %t.toolkit
 // RUN: not kpool-opt %s -kpool-lower-to-nvvm="format=isa cuda-toolkit=%t.toolkit" 2>&1 | FileCheck %s --check-prefix=LIBDEVICE
-// LIBDEVICE: exact exp needs libdevice, but the CUDA toolkit '{{.*}}' has no nvvm/libdevice/libdevice.10.bc; set cuda-toolkit=<root> or pass approximate-exp=true
+// LIBDEVICE: exact exp needs libdevice, but the CUDA toolkit '{{.*}}' has no nvvm/libdevice/libdevice.10.bc; point cuda-toolkit=<root> (or $CUDA_HOME) at a CUDA toolkit, or pass approximate-exp=true for MLIR's polynomial exp
 // RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa cuda-toolkit=%t.toolkit approximate-exp=true" | FileCheck %s --check-prefix=APPROX
 // APPROX: gpu.binary
 // RUN: not kpool-opt %s -kpool-lower-to-nvvm="format=bin cuda-toolkit=%t.toolkit approximate-exp=true" 2>&1 | FileCheck %s --check-prefix=PTXAS

@@ -260,7 +260,7 @@ int main(int argc, char **argv) {
   std::string pipelineError;
   mlir::LogicalResult built = mlir::success();
   if (cuda) {
-    mlir::kpool::LowerToNVVMOptions options;
+    mlir::kpool::KPoolToNVVMPipelineOptions options;
     options.bufferize = false;
     options.chip = chip;
     options.features = features;
@@ -268,7 +268,7 @@ int main(int argc, char **argv) {
     options.cudaToolkit = cudaToolkit;
     built = mlir::kpool::buildLowerToNVVMPipeline(pm, options, &pipelineError);
   } else {
-    mlir::kpool::LowerToLLVMOptions options;
+    mlir::kpool::KPoolToLLVMPipelineOptions options;
     options.bufferize = false;
     options.openmp = openmp;
     options.vectorSize = vectorSize;

@@ -78,11 +78,15 @@ def KPoolMapToGPUPass : Pass<"kpool-map-to-gpu", "::mlir::func::FuncOp"> {
     and a store outside the channel loops is done by `threadIdx.x == 0` only.
     An empty iteration space launches nothing.
 
-    In a function with kernels, host code keeps reading only descriptors
-    (`memref.dim`, strides): host allocations, copies and buffer accesses
-    outside the parallel loops are rejected, since the kernels run on
-    caller-provided device buffers. Functions without parallel loops (a
-    test's `main`) are left alone.
+    Only the loops kpool's lowering produced (an `scf.parallel` tagged
+    `kpool.kernel`) are mapped: the caller's own loops, allocations and ops
+    in the same function are left to the caller's pipeline (e.g. upstream's
+    `gpu-map-parallel-loops` and `convert-parallel-loops-to-gpu`), so the
+    pass composes into a graph compiler's pipeline. With
+    `check-host-access` (on in `kpool-lower-to-nvvm`, whose kernels run on
+    caller-provided device buffers), a function with kernels may keep only
+    descriptor reads (`memref.dim`, strides) on the host: host allocations,
+    copies and buffer accesses outside the parallel loops are rejected.
   }];
   let options = [
     Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"16",
@@ -93,6 +97,12 @@ def KPoolMapToGPUPass : Pass<"kpool-map-to-gpu", "::mlir::func::FuncOp"> {
     Option<"maxThreadsPerRow", "max-threads-per-row", "int64_t",
            /*default=*/"32",
            "most threads that share one row's channels (a warp by default)">,
+    Option<"checkHostAccess", "check-host-access", "bool",
+           /*default=*/"false",
+           "reject host allocations, copies and buffer accesses outside "
+           "parallel loops in a function with kpool kernels (the guard of "
+           "kpool-lower-to-nvvm, whose kernels run on caller-provided "
+           "device buffers)">,
     Option<"approximateExp", "approximate-exp", "bool", /*default=*/"false",
            "rewrite math.exp in the kernels with MLIR's polynomial "
            "approximation (what kpool-vectorize-pool-rows does on the CPU) "

@@ -21,8 +21,20 @@ class OpPassManager;
 
 namespace kpool {
 
-/// Options of `kpool-lower-to-llvm`.
-struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
+/// The options both pipelines have.
+template <typename Derived>
+struct KPoolPipelineOptionsBase : public PassPipelineOptions<Derived> {
+  ::mlir::detail::PassOptions::Option<bool> bufferize{
+      *this, "bufferize",
+      llvm::cl::desc("Run one-shot-bufferize (function boundaries included) "
+                     "first; turn off for input that is already on memrefs"),
+      llvm::cl::init(true)};
+};
+
+/// Options of `kpool-lower-to-llvm` (named apart from upstream's
+/// mlir::LowerToLLVMOptions, the options of the LLVM type converter).
+struct KPoolToLLVMPipelineOptions
+    : public KPoolPipelineOptionsBase<KPoolToLLVMPipelineOptions> {
   PassOptions::Option<bool> openmp{
       *this, "openmp",
       llvm::cl::desc("Run pooled rows and requests on OpenMP threads "
@@ -33,11 +45,6 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
       llvm::cl::desc("Channels per vector in the pooled-row loops "
                      "(kpool-vectorize-pool-rows); 0 keeps them scalar"),
       llvm::cl::init(16)};
-  PassOptions::Option<bool> bufferize{
-      *this, "bufferize",
-      llvm::cl::desc("Run one-shot-bufferize (function boundaries included) "
-                     "first; turn off for input that is already on memrefs"),
-      llvm::cl::init(true)};
   PassOptions::Option<bool> deallocate{
       *this, "deallocate",
       llvm::cl::desc("Insert deallocations for what the input allocates "
@@ -50,7 +57,7 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
 
 /// Checks the options' values (vector-size not negative). On failure
 /// returns failure and sets `error` to a message naming the option.
-LogicalResult verifyLowerToLLVMOptions(const LowerToLLVMOptions &options,
+LogicalResult verifyLowerToLLVMOptions(const KPoolToLLVMPipelineOptions &options,
                                        std::string &error);
 
 /// Bufferizes, lowers kpool to linalg, vectorizes the channel loops, lowers
@@ -60,11 +67,12 @@ LogicalResult verifyLowerToLLVMOptions(const LowerToLLVMOptions &options,
 /// nothing to `pm`, returns failure and stores the message in `error` (when
 /// not null).
 LogicalResult buildLowerToLLVMPipeline(OpPassManager &pm,
-                                       const LowerToLLVMOptions &options,
+                                       const KPoolToLLVMPipelineOptions &options,
                                        std::string *error = nullptr);
 
 /// Options of `kpool-lower-to-nvvm`.
-struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
+struct KPoolToNVVMPipelineOptions
+    : public KPoolPipelineOptionsBase<KPoolToNVVMPipelineOptions> {
   PassOptions::Option<std::string> chip{
       *this, "chip", llvm::cl::desc("NVIDIA GPU architecture (sm_XX)"),
       llvm::cl::init("sm_90")};
@@ -109,11 +117,6 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
                      "provide libdevice (nvvm/libdevice/libdevice.10.bc); "
                      "the pipeline fails when none is found"),
       llvm::cl::init(false)};
-  PassOptions::Option<bool> bufferize{
-      *this, "bufferize",
-      llvm::cl::desc("Run one-shot-bufferize (function boundaries included) "
-                     "first; turn off for input that is already on memrefs"),
-      llvm::cl::init(true)};
 };
 
 /// Bufferizes, lowers kpool to linalg, maps each op's parallel loop to a
@@ -127,7 +130,7 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
 /// nothing to `pm`, returns failure and stores the message in `error` (when
 /// not null).
 LogicalResult buildLowerToNVVMPipeline(OpPassManager &pm,
-                                       const LowerToNVVMOptions &options,
+                                       const KPoolToNVVMPipelineOptions &options,
                                        std::string *error = nullptr);
 
 /// Checks the options' values, so that no value makes a later pass crash,
@@ -140,7 +143,7 @@ LogicalResult buildLowerToNVVMPipeline(OpPassManager &pm,
 /// toolkit (set or found) must provide libdevice unless `approximate-exp`
 /// is set, and ptxas (and fatbinary) for `bin` (`fatbin`). On failure
 /// returns failure and sets `error` to a message naming the option.
-LogicalResult verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
+LogicalResult verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &options,
                                        std::string &error);
 
 /// The CUDA toolkit root `buildLowerToNVVMPipeline` uses for `option`: the

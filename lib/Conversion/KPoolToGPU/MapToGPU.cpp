@@ -16,9 +16,8 @@
 
 #include "kpool/Conversion/Passes.h"
 
-#include "kpool/Conversion/KPoolToLinalg/KPoolToLinalg.h"
-
-#include "kpool/Dialect/KPool/Utils/Pooling.h"
+#include "kpool/Dialect/KPool/IR/KPoolDialect.h"
+#include "kpool/Dialect/KPool/Utils/Numerics.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,7 +25,6 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -68,7 +66,9 @@ static bool isChannelOp(Operation *op) {
       ShapedType::isDynamic(linalgOp.getStaticLoopRanges().front()))
     return false;
   if (isa<linalg::GenericOp>(op))
-    return op->hasAttr(kPoolRowAttrName) || op->hasAttr(kPoolRowLoopAttrName);
+    return KPoolDialect::PoolRowAttrHelper(op->getContext()).isAttrPresent(op) ||
+           KPoolDialect::PoolRowLoopAttrHelper(op->getContext())
+               .isAttrPresent(op);
   return isa<linalg::FillOp, linalg::CopyOp>(op);
 }
 
@@ -103,7 +103,7 @@ struct KPoolMapToGPUPass
   int64_t vectorWidth(linalg::LinalgOp op) const {
     // The loop form of a pooled row (large kpool) reads its members inside
     // its body: scalar channels.
-    if (op->hasAttr(kPoolRowLoopAttrName))
+    if (KPoolDialect::PoolRowLoopAttrHelper(op->getContext()).isAttrPresent(op))
       return 1;
     int64_t channels = op.getStaticLoopRanges().front();
     Type elt = op.getDpsInits().front().getType();
@@ -115,10 +115,7 @@ struct KPoolMapToGPUPass
       if (strides.back() != 1)
         return 1;
     }
-    int64_t width = 1;
-    while (width * 2 * bytes <= vectorBytes && channels % (width * 2) == 0)
-      width *= 2;
-    return width;
+    return poolRowVectorWidth(channels, vectorBytes / bytes);
   }
 
   /// i1: the first element of `view` is aligned to `align` bytes.
@@ -330,7 +327,8 @@ struct KPoolMapToGPUPass
     // function name may hold characters PTX rejects (`@a.b`, `@"x y"`), and
     // ptxas would fail on the kernel's name.
     auto func = loop->getParentOfType<FunctionOpInterface>();
-    if (auto name = loop->getAttrOfType<StringAttr>(kKernelNameAttrName);
+    if (StringAttr name =
+            KPoolDialect::KernelAttrHelper(loop.getContext()).getAttr(loop);
         name && func) {
       launch.setFunctionAttr(FlatSymbolRefAttr::get(rewriter.getStringAttr(
           ptxIdentifier((func.getName() + "_" + name.getValue()).str()))));
@@ -421,42 +419,20 @@ struct KPoolMapToGPUPass
               &getContext(), ptxIdentifier(outlined)));
       });
 
+    // Only the loops kpool's lowering produced (tagged kpool.kernel); the
+    // caller's own loops, allocations and ops are left to the caller's
+    // pipeline.
+    KPoolDialect::KernelAttrHelper kernel(&getContext());
     SmallVector<scf::ParallelOp> loops;
     func.walk([&](scf::ParallelOp par) {
-      if (!par->getParentOfType<scf::ParallelOp>() &&
+      if (kernel.isAttrPresent(par) &&
+          !par->getParentOfType<scf::ParallelOp>() &&
           !par->getParentOfType<gpu::LaunchOp>())
         loops.push_back(par);
     });
     if (loops.empty())
       return;
-
-    // A function that launches kernels on its buffers must not touch them
-    // on the host.
-    bool hostAccess = false;
-    func.walk(
-        [&](Operation *op) {
-          if (op->getParentOfType<scf::ParallelOp>() ||
-              op->getParentOfType<gpu::LaunchOp>())
-            return;
-          if (isa<memref::AllocOp, memref::AllocaOp, memref::ReallocOp,
-                  memref::CopyOp, bufferization::CloneOp>(op)) {
-            op->emitOpError()
-                << "would place a buffer in host memory next to GPU kernels; "
-                   "kpool-map-to-gpu expects every operand to be a "
-                   "caller-provided device buffer (write the results into "
-                   "function arguments)";
-            hostAccess = true;
-          } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
-                         vector::StoreOp, vector::TransferReadOp,
-                         vector::TransferWriteOp, linalg::LinalgOp>(op)) {
-            // E.g. a canonicalization folded a one-iteration parallel loop.
-            op->emitOpError() << "accesses a buffer outside any parallel loop "
-                                 "in a function with GPU kernels; it would "
-                                 "access device memory on the host";
-            hostAccess = true;
-          }
-        });
-    if (hostAccess)
+    if (checkHostAccess && failed(verifyNoHostAccess(func)))
       return signalPassFailure();
 
     for (scf::ParallelOp loop : loops)
@@ -471,15 +447,42 @@ struct KPoolMapToGPUPass
           exps.push_back(exp);
       });
       RewritePatternSet patterns(&getContext());
-      populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {
-        name.consume_front("math.");
-        return name == "exp";
-      });
+      populateExpApproximationPatterns(patterns);
       GreedyRewriteConfig config;
       config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
       if (failed(applyOpPatternsGreedily(exps, std::move(patterns), config)))
         return signalPassFailure();
     }
+  }
+
+  /// The standalone pipeline's guard (check-host-access): a function whose
+  /// kernels run on caller-provided device buffers must not allocate or
+  /// access memory on the host.
+  static LogicalResult verifyNoHostAccess(func::FuncOp func) {
+    bool hostAccess = false;
+    func.walk([&](Operation *op) {
+      if (op->getParentOfType<scf::ParallelOp>() ||
+          op->getParentOfType<gpu::LaunchOp>())
+        return;
+      if (isa<memref::AllocOp, memref::AllocaOp, memref::ReallocOp,
+              memref::CopyOp, bufferization::CloneOp>(op)) {
+        op->emitOpError()
+            << "would place a buffer in host memory next to GPU kernels; "
+               "kpool-map-to-gpu expects every operand to be a "
+               "caller-provided device buffer (write the results into "
+               "function arguments)";
+        hostAccess = true;
+      } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
+                     vector::StoreOp, vector::TransferReadOp,
+                     vector::TransferWriteOp, linalg::LinalgOp>(op)) {
+        // E.g. a canonicalization folded a one-iteration parallel loop.
+        op->emitOpError() << "accesses a buffer outside any parallel loop "
+                             "in a function with GPU kernels; it would "
+                             "access device memory on the host";
+        hostAccess = true;
+      }
+    });
+    return failure(hostAccess);
   }
 };
 

@@ -4,13 +4,13 @@
 // over pooled rows or requests, and one `linalg.generic` over the channels of
 // each pooled row. The pooling arithmetic comes from Utils/Pooling.h and the
 // metadata arithmetic from Utils/Metadata.h; this file only arranges them and
-// places the guards that keep every access inside the operands.
+// places the guards that keep every access inside the operands. The pass
+// that applies these patterns is in KPoolToLinalgPass.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kpool/Conversion/KPoolToLinalg/KPoolToLinalg.h"
 
-#include "kpool/Conversion/Passes.h"
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
 #include "kpool/Dialect/KPool/Utils/Metadata.h"
 #include "kpool/Dialect/KPool/Utils/Pooling.h"
@@ -20,14 +20,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "llvm/Support/SaveAndRestore.h"
-
-namespace mlir::kpool {
-#define GEN_PASS_DEF_CONVERTKPOOLTOLINALGPASS
-#include "kpool/Conversion/Passes.h.inc"
-} // namespace mlir::kpool
 
 using namespace mlir;
 using namespace mlir::kpool;
@@ -225,14 +219,14 @@ public:
   }
 
   /// `scf.parallel` over `[0, ub)`; `fn` gets the index induction variable.
-  /// The loop is tagged with the kernel it becomes (`kKernelNameAttrName`):
+  /// The loop is tagged with the kernel it becomes (`kpool.kernel`):
   /// the op's name, with `_strided` for the general-stride copy.
   void parallelFor(Value ub, function_ref<void(Value)> fn) {
     auto par = scf::ParallelOp::create(b, loc, ValueRange{idx(0)},
                                        ValueRange{ub}, ValueRange{idx(1)});
-    par->setAttr(kKernelNameAttrName,
-                 b.getStringAttr("kpool_" + kernelName +
-                                 (generalStrides ? "_strided" : "")));
+    KPoolDialect::KernelAttrHelper(b.getContext())
+        .setAttr(par, b.getStringAttr("kpool_" + kernelName +
+                                      (generalStrides ? "_strided" : "")));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(par.getBody());
     fn(par.getInductionVars()[0]);
@@ -263,6 +257,59 @@ public:
     return outRow;
   }
 
+  /// A 1-D operand whose length is the batch size plus `delta` (as in the
+  /// verifier): `cache_lengths` and `slot_idx` (0), offsets (1).
+  struct BatchOperand {
+    Value memref;
+    int64_t delta;
+  };
+
+  /// The batch size the metadata supports: the smallest length minus delta
+  /// of `operands`, at least 0.
+  Value batchSize(ArrayRef<BatchOperand> operands) {
+    SmallVector<Value> sizes;
+    for (auto [memref, delta] : operands) {
+      Value size = dim(memref, 0);
+      if (delta != 0)
+        size = arith::SubIOp::create(b, loc, size, idx(delta));
+      sizes.push_back(size);
+    }
+    return minIndex(sizes);
+  }
+
+  /// What ring_close and seed_tail derive from their operands before the
+  /// loop over requests.
+  struct RingBatch {
+    Value numRows;     ///< rows of `k` and `gate` (i64)
+    Value numRequests; ///< `num_requests` clamped to the batch (index)
+    Value numSlots;    ///< slots of the ring (i64)
+    Value window;      ///< the ring window R (i64)
+  };
+
+  RingBatch ringBatch(Value k, Value gate, Value iro, Value cache,
+                      Value slots, Value tail, Value numRequests) {
+    RingBatch r;
+    r.numRows = tokenRows(k, gate);
+    Value batch = batchSize({{cache, 0}, {iro, 1}, {slots, 0}});
+    r.numRequests = clampNumRequests(numRequests, batch);
+    r.numSlots = toI64(dim(tail, 0));
+    r.window = ringWindow(tail);
+    return r;
+  }
+
+  /// The rows of `k` and `gate` both have (i64).
+  Value tokenRows(Value k, Value gate) {
+    return toI64(minIndex({dim(k, 0), dim(gate, 0)}));
+  }
+
+  /// The runtime shape guard of an op with a ring: the dynamic extents in
+  /// `checks` and the ring window of `tail`.
+  Value ringShapesMatch(ArrayRef<std::tuple<Value, int64_t, int64_t>> checks,
+                        Value tail) {
+    Value extents = extentsMatch(checks);
+    return both(extents, ringWindowOk(tail));
+  }
+
   OpBuilder &b;
   Location loc;
   int64_t kpool;
@@ -271,344 +318,357 @@ public:
   bool generalStrides = false;
 };
 
-/// Base pattern: only the buffer form is lowered here.
-template <typename OpTy> struct KPoolLowering : public OpRewritePattern<OpTy> {
-  using OpRewritePattern<OpTy>::OpRewritePattern;
+/// Base pattern: only the buffer form is lowered (the pass reports the
+/// tensor form before converting).
+template <typename OpTy>
+struct KPoolLowering : public OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  using OpAdaptor = typename OpConversionPattern<OpTy>::OpAdaptor;
 
-  LogicalResult matchAndRewrite(OpTy op,
-                                PatternRewriter &rewriter) const final {
+  LogicalResult
+  matchAndRewrite(OpTy op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const final {
     if (!op.hasPureBufferSemantics())
       return rewriter.notifyMatchFailure(op, "expected the buffer form");
-    lower(op, rewriter);
+    lower(op, adaptor, rewriter);
     rewriter.eraseOp(op);
     return success();
   }
 
-  virtual void lower(OpTy op, PatternRewriter &rewriter) const = 0;
+  virtual void lower(OpTy op, OpAdaptor adaptor, OpBuilder &b) const = 0;
 };
+
+/// An emitter for `op`, named after it.
+template <typename OpTy>
+static Emitter emitterFor(OpTy op, OpBuilder &b, int64_t headDim) {
+  return Emitter(b, op.getLoc(), op.getKpool(), headDim,
+                 op->getName().stripDialect().str());
+}
 
 struct CompressLowering : public KPoolLowering<CompressOp> {
   using KPoolLowering::KPoolLowering;
 
-  void lower(CompressOp op, PatternRewriter &rewriter) const override {
-    int64_t K = op.getKpool(), D = op.getHeadDim();
-    Emitter e(rewriter, op.getLoc(), K, D, op->getName().stripDialect().str());
-    Value k = op.getK(), gate = op.getGate(), ape = op.getApe();
-    Value pooled = op.getPooled();
-    Value iro = e.signless(op.getInputRowOffsets());
-    Value pro = e.signless(op.getPoolRowOffsets());
-    Value cache = e.signless(op.getCacheLengths());
-    Value shapesOk = e.extentsMatch(
-        {{k, 1, D}, {gate, 1, D}, {ape, 0, K}, {ape, 1, D}, {pooled, 1, D}});
+  void lower(CompressOp op, OpAdaptor adaptor, OpBuilder &b) const override {
+    int64_t D = op.getHeadDim();
+    Emitter e = emitterFor(op, b, D);
+    Value k = adaptor.getK(), gate = adaptor.getGate(), ape = adaptor.getApe();
+    Value pooled = adaptor.getPooled();
+    Value iro = e.signless(adaptor.getInputRowOffsets());
+    Value pro = e.signless(adaptor.getPoolRowOffsets());
+    Value cache = e.signless(adaptor.getCacheLengths());
+    Value shapesOk = e.extentsMatch({{k, 1, D},
+                                     {gate, 1, D},
+                                     {ape, 0, e.kpool},
+                                     {ape, 1, D},
+                                     {pooled, 1, D}});
     e.ifThen(shapesOk, [&] {
       e.versionOnUnitStride({k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
-        Value k = v[0], gate = v[1], ape = v[2], pooled = v[3];
-        Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
-        Value one = e.idx(1);
-        Value batch = e.minIndex(
-            {e.dim(cache, 0),
-             arith::SubIOp::create(rewriter, e.loc, e.dim(iro, 0), one),
-             arith::SubIOp::create(rewriter, e.loc, e.dim(pro, 0), one)});
-        e.parallelFor(e.dim(pooled, 0), [&](Value r) {
-          Value row = e.toI64(r);
-          // The request that claims the row (the contract's per-request
-          // guard): valid metadata finds it by binary search.
-          Value owner = e.findClaimant(pro, iro, cache, batch, row, numRows);
-          e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
-            Value bIdx = e.toIndex(owner);
-            Value next = arith::AddIOp::create(rewriter, e.loc, bIdx, one);
-            Value lo = e.loadU32(pro, bIdx), hi = e.loadU32(pro, next);
-            auto req = e.loadRequest(iro, cache, bIdx, numRows);
-            auto range = e.poolRange(req);
-            Value j = arith::SubIOp::create(rewriter, e.loc, row, lo);
-            Value valid = arith::AndIOp::create(
-                rewriter, e.loc, e.cmp(arith::CmpIPredicate::ult, row, hi),
-                e.cmp(arith::CmpIPredicate::ult, j, range.count));
-            e.ifThen(valid, [&] {
-              Value first = arith::AddIOp::create(
-                  rewriter, e.loc,
-                  arith::AddIOp::create(rewriter, e.loc, req.start, range.skip),
-                  arith::MulIOp::create(rewriter, e.loc, j, e.i64(K)));
-              if (K > kMaxUnrolledMembers) {
-                e.poolRowLoop(
-                    [&](Value m) -> std::pair<Value, Value> {
-                      Value member =
-                          arith::AddIOp::create(rewriter, e.loc, first, m);
-                      return {e.rowView(k, member), e.rowView(gate, member)};
-                    },
-                    ape, e.rowView(pooled, row));
-                return;
-              }
-              SmallVector<Value> keys, gates;
-              for (int64_t m = 0; m < K; ++m) {
-                Value member =
-                    arith::AddIOp::create(rewriter, e.loc, first, e.i64(m));
-                keys.push_back(e.rowView(k, member));
-                gates.push_back(e.rowView(gate, member));
-              }
-              e.poolRow(keys, gates, ape, e.rowView(pooled, row));
-            });
-          });
+        lowerRows(e, v[0], v[1], v[2], v[3], iro, pro, cache);
+      });
+    });
+  }
+
+  /// The loop over the rows of `pooled`, on one stride version.
+  static void lowerRows(Emitter &e, Value k, Value gate, Value ape,
+                        Value pooled, Value iro, Value pro, Value cache) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    Value numRows = e.tokenRows(k, gate);
+    Value batch = e.batchSize({{cache, 0}, {iro, 1}, {pro, 1}});
+    e.parallelFor(e.dim(pooled, 0), [&](Value r) {
+      Value row = e.toI64(r);
+      // The request that claims the row (the contract's per-request guard):
+      // valid metadata finds it by binary search.
+      Value owner = e.findClaimant(pro, iro, cache, batch, row, numRows);
+      e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
+        Value bIdx = e.toIndex(owner);
+        Value next = arith::AddIOp::create(b, loc, bIdx, e.idx(1));
+        Value lo = e.loadU32(pro, bIdx), hi = e.loadU32(pro, next);
+        auto req = e.loadRequest(iro, cache, bIdx, numRows);
+        auto range = e.poolRange(req);
+        Value j = arith::SubIOp::create(b, loc, row, lo);
+        Value valid = arith::AndIOp::create(
+            b, loc, e.cmp(arith::CmpIPredicate::ult, row, hi),
+            e.cmp(arith::CmpIPredicate::ult, j, range.count));
+        e.ifThen(valid, [&] {
+          Value first = arith::AddIOp::create(
+              b, loc, arith::AddIOp::create(b, loc, req.start, range.skip),
+              arith::MulIOp::create(b, loc, j, e.i64(e.kpool)));
+          poolMembers(e, k, gate, ape, first, pooled, row);
         });
       });
     });
+  }
+
+  /// Pooled row `row` of `pooled`: the pool whose members are the rows
+  /// `first + m` of `k` and `gate`.
+  static void poolMembers(Emitter &e, Value k, Value gate, Value ape,
+                          Value first, Value pooled, Value row) {
+    auto member = [&](Value m) -> std::pair<Value, Value> {
+      Value memberRow = arith::AddIOp::create(e.b, e.loc, first, m);
+      return {e.rowView(k, memberRow), e.rowView(gate, memberRow)};
+    };
+    if (e.kpool > kMaxUnrolledMembers)
+      return e.poolRowLoop(member, ape, e.rowView(pooled, row));
+    SmallVector<Value> keys, gates;
+    for (int64_t m = 0; m < e.kpool; ++m) {
+      auto [key, g] = member(e.i64(m));
+      keys.push_back(key);
+      gates.push_back(g);
+    }
+    e.poolRow(keys, gates, ape, e.rowView(pooled, row));
   }
 };
 
 struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
   using KPoolLowering::KPoolLowering;
 
-  void lower(RingCloseOp op, PatternRewriter &rewriter) const override {
-    int64_t K = op.getKpool(), D = op.getHeadDim();
-    Emitter e(rewriter, op.getLoc(), K, D, op->getName().stripDialect().str());
-    Location loc = op.getLoc();
-    Value tail = op.getTail(), k = op.getK(), gate = op.getGate();
-    Value ape = op.getApe(), pooled = op.getPooled();
-    Value closed = op.getClosedPool();
-    Value iro = e.signless(op.getInputRowOffsets());
-    Value cache = e.signless(op.getCacheLengths());
-    Value slots = e.signless(op.getSlotIdx());
-    Value shapesOk = e.both(e.extentsMatch({{k, 1, D},
-                                            {gate, 1, D},
-                                            {ape, 0, K},
-                                            {ape, 1, D},
-                                            {tail, 1, 2},
-                                            {tail, 3, D},
-                                            {pooled, 1, D}}),
-                            e.ringWindowOk(tail));
+  /// The operands one stride version of the lowering works on.
+  struct Operands {
+    Value tail, k, gate, ape, pooled, closed, iro, cache, slots;
+  };
+
+  /// What a batch row knows about its request's pending pool.
+  struct PendingRow {
+    Value closes; ///< i1: the row closes a pool (false past num_requests)
+    Value held;   ///< members of the pool in the ring (i64)
+    Value id;     ///< the pool's id (i64)
+    Value slot;   ///< the request's ring slot (i64)
+    Value start;  ///< the request's first row in `k` (i64)
+  };
+
+  void lower(RingCloseOp op, OpAdaptor adaptor, OpBuilder &b) const override {
+    int64_t D = op.getHeadDim();
+    Emitter e = emitterFor(op, b, D);
+    Operands o;
+    o.tail = adaptor.getTail();
+    o.k = adaptor.getK();
+    o.gate = adaptor.getGate();
+    o.ape = adaptor.getApe();
+    o.pooled = adaptor.getPooled();
+    o.closed = adaptor.getClosedPool();
+    o.iro = e.signless(adaptor.getInputRowOffsets());
+    o.cache = e.signless(adaptor.getCacheLengths());
+    o.slots = e.signless(adaptor.getSlotIdx());
+    Value shapesOk = e.ringShapesMatch({{o.k, 1, D},
+                                        {o.gate, 1, D},
+                                        {o.ape, 0, e.kpool},
+                                        {o.ape, 1, D},
+                                        {o.tail, 1, 2},
+                                        {o.tail, 3, D},
+                                        {o.pooled, 1, D}},
+                                       o.tail);
+    Value numRequests = adaptor.getNumRequests();
     e.ifThenOtherwise(
         shapesOk,
         [&] {
-          e.versionOnUnitStride({tail, k, gate, ape, pooled}, [&](ArrayRef<
-                                                                  Value>
-                                                                      v) {
-            Value tail = v[0], k = v[1], gate = v[2], ape = v[3], pooled = v[4];
-            Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
-            Value batch = e.minIndex(
-                {e.dim(cache, 0),
-                 arith::SubIOp::create(rewriter, loc, e.dim(iro, 0), e.idx(1)),
-                 e.dim(slots, 0)});
-            Value numRequests = e.clampNumRequests(op.getNumRequests(), batch);
-            Value numSlots = e.toI64(e.dim(tail, 0));
-            Value window = e.ringWindow(tail);
-            Value rowsP = e.dim(pooled, 0), rowsC = e.dim(closed, 0);
-            Value rows = arith::MaxSIOp::create(rewriter, loc, rowsP, rowsC);
-            e.parallelFor(rows, [&](Value bIdx) {
-              // closes, held, pool id, slot, first row.
-              auto meta = scf::IfOp::create(
-                  rewriter, loc,
-                  e.cmp(arith::CmpIPredicate::ult, bIdx, numRequests),
-                  [&](OpBuilder &, Location) {
-                    auto req = e.loadRequest(iro, cache, bIdx, numRows);
-                    auto pending = e.pendingPool(req);
-                    Value slot = e.loadU32(slots, bIdx);
-                    Value closes = arith::AndIOp::create(
-                        rewriter, loc, pending.closes,
-                        e.cmp(arith::CmpIPredicate::ult, slot, numSlots));
-                    scf::YieldOp::create(rewriter, loc,
-                                         ValueRange{closes, pending.held,
-                                                    pending.id, slot,
-                                                    req.start});
-                  },
-                  [&](OpBuilder &, Location) {
-                    Value no = arith::ConstantIntOp::create(
-                        rewriter, loc, rewriter.getI1Type(), 0);
-                    Value zero = e.i64(0);
-                    scf::YieldOp::create(
-                        rewriter, loc, ValueRange{no, zero, zero, zero, zero});
-                  });
-              Value closes = meta.getResult(0), held = meta.getResult(1);
-              Value id = meta.getResult(2), slot = meta.getResult(3);
-              Value start = meta.getResult(4);
-
-              e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
-                Value id32 = arith::TruncIOp::create(rewriter, loc,
-                                                     rewriter.getI32Type(), id);
-                Value none = arith::ConstantIntOp::create(
-                    rewriter, loc, rewriter.getI32Type(), -1);
-                Value value =
-                    arith::SelectOp::create(rewriter, loc, closes, id32, none);
-                memref::StoreOp::create(rewriter, loc, value, closed,
-                                        ValueRange{bIdx});
+          e.versionOnUnitStride(
+              {o.tail, o.k, o.gate, o.ape, o.pooled}, [&](ArrayRef<Value> v) {
+                Operands version = o;
+                version.tail = v[0];
+                version.k = v[1];
+                version.gate = v[2];
+                version.ape = v[3];
+                version.pooled = v[4];
+                lowerRows(e, version, numRequests);
               });
-              e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
-                Value outRow = e.rowView(pooled, e.toI64(bIdx));
-                e.ifThenElse(
-                    closes,
-                    [&] {
-                      // Member m of pool `id` is position id*K + m; the
-                      // ring holds it in row (id*K + m) mod R. Members below
-                      // `held` are in the ring; the rest are this call's
-                      // rows `start + m - held`. The unselected view is
-                      // built from a clamped index and never read.
-                      if (K > kMaxUnrolledMembers) {
-                        Value base = e.ringRow(
-                            arith::MulIOp::create(rewriter, loc, id, e.i64(K)),
-                            window);
-                        e.poolRowLoop(
-                            [&](Value m) -> std::pair<Value, Value> {
-                              Value ringRow = e.ringRowAfter(base, m, window);
-                              Value fromRing =
-                                  e.cmp(arith::CmpIPredicate::ult, m, held);
-                              Value row = arith::SelectOp::create(
-                                  rewriter, loc, fromRing, start,
-                                  arith::SubIOp::create(
-                                      rewriter, loc,
-                                      arith::AddIOp::create(rewriter, loc,
-                                                            start, m),
-                                      held));
-                              Value safeSlot = arith::SelectOp::create(
-                                  rewriter, loc, fromRing, slot, e.i64(0));
-                              return {e.selectView(fromRing,
-                                                   e.ringView(tail, safeSlot, 0,
-                                                              ringRow),
-                                                   e.rowView(k, row)),
-                                      e.selectView(fromRing,
-                                                   e.ringView(tail, safeSlot, 1,
-                                                              ringRow),
-                                                   e.rowView(gate, row))};
-                            },
-                            ape, outRow);
-                        return;
-                      }
-                      SmallVector<Value> ringRows =
-                          e.memberRingRows(id, window);
-                      SmallVector<Value> keys, gates;
-                      for (int64_t m = 0; m < K; ++m) {
-                        // Members below `held` are in the ring; the rest are
-                        // this call's rows `start + m - held`. The unselected
-                        // view is built from a clamped index and never read.
-                        Value ringRow = ringRows[m];
-                        Value fromRing =
-                            e.cmp(arith::CmpIPredicate::ult, e.i64(m), held);
-                        Value row = arith::SelectOp::create(
-                            rewriter, loc, fromRing, start,
-                            arith::SubIOp::create(
-                                rewriter, loc,
-                                arith::AddIOp::create(rewriter, loc, start,
-                                                      e.i64(m)),
-                                held));
-                        Value safeSlot = arith::SelectOp::create(
-                            rewriter, loc, fromRing, slot, e.i64(0));
-                        keys.push_back(e.selectView(
-                            fromRing, e.ringView(tail, safeSlot, 0, ringRow),
-                            e.rowView(k, row)));
-                        gates.push_back(e.selectView(
-                            fromRing, e.ringView(tail, safeSlot, 1, ringRow),
-                            e.rowView(gate, row)));
-                      }
-                      e.poolRow(keys, gates, ape, outRow);
-                    },
-                    [&] { e.zeroRow(outRow); });
-              });
-            });
-          });
         },
-        [&] {
-          // The extents contradict the op: nothing is computed, but what the
-          // contract defines for every row is still written (-1 and a zero
-          // row), so that a tensor.empty destination is never left undefined.
-          llvm::SaveAndRestore<std::string> name(e.kernelName,
-                                                 "ring_close_mismatch");
-          Value rowsP = e.dim(pooled, 0), rowsC = e.dim(closed, 0);
-          Value cols = e.dim(pooled, 1);
-          Value rows = arith::MaxSIOp::create(rewriter, loc, rowsP, rowsC);
-          Type elt = cast<MemRefType>(pooled.getType()).getElementType();
-          e.parallelFor(rows, [&](Value bIdx) {
-            e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
-              Value none = arith::ConstantIntOp::create(
-                  rewriter, loc, rewriter.getI32Type(), -1);
-              memref::StoreOp::create(rewriter, loc, none, closed,
-                                      ValueRange{bIdx});
-            });
-            e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
-              Value zero = arith::ConstantOp::create(rewriter, loc,
-                                                     rewriter.getZeroAttr(elt));
-              auto loop =
-                  scf::ForOp::create(rewriter, loc, e.idx(0), cols, e.idx(1));
-              OpBuilder::InsertionGuard guard(rewriter);
-              rewriter.setInsertionPoint(loop.getBody()->getTerminator());
-              memref::StoreOp::create(rewriter, loc, zero, pooled,
-                                      ValueRange{bIdx, loop.getInductionVar()});
-            });
-          });
+        [&] { lowerMismatch(e, o); });
+  }
+
+  /// The loop over batch rows, on one stride version.
+  static void lowerRows(Emitter &e, const Operands &o, Value numRequests) {
+    OpBuilder &b = e.b;
+    Emitter::RingBatch batch =
+        e.ringBatch(o.k, o.gate, o.iro, o.cache, o.slots, o.tail, numRequests);
+    Value rowsP = e.dim(o.pooled, 0), rowsC = e.dim(o.closed, 0);
+    Value rows = arith::MaxSIOp::create(b, e.loc, rowsP, rowsC);
+    e.parallelFor(rows, [&](Value bIdx) {
+      PendingRow pending = pendingRow(e, o, batch, bIdx);
+      e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
+        Type i32 = b.getI32Type();
+        Value id32 = arith::TruncIOp::create(b, e.loc, i32, pending.id);
+        Value none = arith::ConstantIntOp::create(b, e.loc, i32, -1);
+        Value value =
+            arith::SelectOp::create(b, e.loc, pending.closes, id32, none);
+        memref::StoreOp::create(b, e.loc, value, o.closed, ValueRange{bIdx});
+      });
+      e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
+        Value outRow = e.rowView(o.pooled, e.toI64(bIdx));
+        e.ifThenElse(
+            pending.closes,
+            [&] { closePool(e, o, batch.window, pending, outRow); },
+            [&] { e.zeroRow(outRow); });
+      });
+    });
+  }
+
+  /// Row `bIdx`'s pending pool: its request's when `bIdx < num_requests`
+  /// and the slot exists, else none (`closes` false, the rest 0).
+  static PendingRow pendingRow(Emitter &e, const Operands &o,
+                               const Emitter::RingBatch &batch, Value bIdx) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    auto ifOp = scf::IfOp::create(
+        b, loc, e.cmp(arith::CmpIPredicate::ult, bIdx, batch.numRequests),
+        [&](OpBuilder &, Location) {
+          auto req = e.loadRequest(o.iro, o.cache, bIdx, batch.numRows);
+          auto pool = e.pendingPool(req);
+          Value slot = e.loadU32(o.slots, bIdx);
+          Value closes = arith::AndIOp::create(
+              b, loc, pool.closes,
+              e.cmp(arith::CmpIPredicate::ult, slot, batch.numSlots));
+          scf::YieldOp::create(
+              b, loc, ValueRange{closes, pool.held, pool.id, slot, req.start});
+        },
+        [&](OpBuilder &, Location) {
+          Value no = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
+          Value zero = e.i64(0);
+          scf::YieldOp::create(b, loc, ValueRange{no, zero, zero, zero, zero});
         });
+    ResultRange r = ifOp.getResults();
+    return PendingRow{r[0], r[1], r[2], r[3], r[4]};
+  }
+
+  /// Pools the members of pool `p.id` into `outRow`. Member m is position
+  /// id*K + m; the ring holds it in row (id*K + m) mod R. Members below
+  /// `held` are in the ring; the rest are this call's rows
+  /// `start + m - held`. The unselected view is built from a clamped index
+  /// and never read.
+  static void closePool(Emitter &e, const Operands &o, Value window,
+                        const PendingRow &p, Value outRow) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    auto member = [&](Value m, Value ringRow) -> std::pair<Value, Value> {
+      Value fromRing = e.cmp(arith::CmpIPredicate::ult, m, p.held);
+      Value row = arith::SelectOp::create(
+          b, loc, fromRing, p.start,
+          arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, p.start, m),
+                                p.held));
+      Value safeSlot =
+          arith::SelectOp::create(b, loc, fromRing, p.slot, e.i64(0));
+      return {e.selectView(fromRing, e.ringView(o.tail, safeSlot, 0, ringRow),
+                           e.rowView(o.k, row)),
+              e.selectView(fromRing, e.ringView(o.tail, safeSlot, 1, ringRow),
+                           e.rowView(o.gate, row))};
+    };
+    if (e.kpool > kMaxUnrolledMembers) {
+      Value base = e.ringRow(
+          arith::MulIOp::create(b, loc, p.id, e.i64(e.kpool)), window);
+      return e.poolRowLoop(
+          [&](Value m) {
+            return member(m, e.ringRowAfter(base, m, window));
+          },
+          o.ape, outRow);
+    }
+    SmallVector<Value> ringRows = e.memberRingRows(p.id, window);
+    SmallVector<Value> keys, gates;
+    for (int64_t m = 0; m < e.kpool; ++m) {
+      auto [key, gate] = member(e.i64(m), ringRows[m]);
+      keys.push_back(key);
+      gates.push_back(gate);
+    }
+    e.poolRow(keys, gates, o.ape, outRow);
+  }
+
+  /// The extents contradict the op: nothing is computed, but what the
+  /// contract defines for every row is still written (-1 and a zero row), so
+  /// that a tensor.empty destination is never left undefined.
+  static void lowerMismatch(Emitter &e, const Operands &o) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    llvm::SaveAndRestore<std::string> name(e.kernelName,
+                                           "ring_close_mismatch");
+    Value rowsP = e.dim(o.pooled, 0), rowsC = e.dim(o.closed, 0);
+    Value cols = e.dim(o.pooled, 1);
+    Value rows = arith::MaxSIOp::create(b, loc, rowsP, rowsC);
+    Type elt = cast<MemRefType>(o.pooled.getType()).getElementType();
+    e.parallelFor(rows, [&](Value bIdx) {
+      e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
+        Value none = arith::ConstantIntOp::create(b, loc, b.getI32Type(), -1);
+        memref::StoreOp::create(b, loc, none, o.closed, ValueRange{bIdx});
+      });
+      e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
+        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
+        auto loop = scf::ForOp::create(b, loc, e.idx(0), cols, e.idx(1));
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(loop.getBody()->getTerminator());
+        memref::StoreOp::create(b, loc, zero, o.pooled,
+                                ValueRange{bIdx, loop.getInductionVar()});
+      });
+    });
   }
 };
 
 struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
   using KPoolLowering::KPoolLowering;
 
-  void lower(SeedTailOp op, PatternRewriter &rewriter) const override {
-    int64_t K = op.getKpool(), D = op.getHeadDim();
-    Emitter e(rewriter, op.getLoc(), K, D, op->getName().stripDialect().str());
-    Location loc = op.getLoc();
-    Value tail = op.getTail(), k = op.getK(), gate = op.getGate();
-    Value iro = e.signless(op.getInputRowOffsets());
-    Value cache = e.signless(op.getCacheLengths());
-    Value slots = e.signless(op.getSlotIdx());
-    Value shapesOk = e.both(
-        e.extentsMatch({{k, 1, D}, {gate, 1, D}, {tail, 1, 2}, {tail, 3, D}}),
-        e.ringWindowOk(tail));
+  void lower(SeedTailOp op, OpAdaptor adaptor, OpBuilder &b) const override {
+    int64_t D = op.getHeadDim();
+    Emitter e = emitterFor(op, b, D);
+    Value tail = adaptor.getTail(), k = adaptor.getK();
+    Value gate = adaptor.getGate();
+    Value iro = e.signless(adaptor.getInputRowOffsets());
+    Value cache = e.signless(adaptor.getCacheLengths());
+    Value slots = e.signless(adaptor.getSlotIdx());
+    Value shapesOk = e.ringShapesMatch(
+        {{k, 1, D}, {gate, 1, D}, {tail, 1, 2}, {tail, 3, D}}, tail);
+    Value numRequests = adaptor.getNumRequests();
     e.ifThen(shapesOk, [&] {
       e.versionOnUnitStride({tail, k, gate}, [&](ArrayRef<Value> v) {
         Value tail = v[0], k = v[1], gate = v[2];
-        Value numRows = e.toI64(e.minIndex({e.dim(k, 0), e.dim(gate, 0)}));
-        Value batch = e.minIndex(
-            {e.dim(cache, 0),
-             arith::SubIOp::create(rewriter, loc, e.dim(iro, 0), e.idx(1)),
-             e.dim(slots, 0)});
-        Value numRequests = e.clampNumRequests(op.getNumRequests(), batch);
-        Value numSlots = e.toI64(e.dim(tail, 0));
-        Value window = e.ringWindow(tail);
-        e.parallelFor(numRequests, [&](Value bIdx) {
-          auto req = e.loadRequest(iro, cache, bIdx, numRows);
+        Emitter::RingBatch batch =
+            e.ringBatch(k, gate, iro, cache, slots, tail, numRequests);
+        e.parallelFor(batch.numRequests, [&](Value bIdx) {
+          auto req = e.loadRequest(iro, cache, bIdx, batch.numRows);
           Value slot = e.loadU32(slots, bIdx);
-          e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, numSlots), [&] {
-            auto [begin, end] = e.ringTail(req, window);
-            // One remainder per request: the rows of the (at most R)
-            // positions follow from the first one's.
-            Value firstRow = e.ringRow(begin, window);
-            auto loop = scf::ForOp::create(rewriter, loc, e.toIndex(begin),
-                                           e.toIndex(end), e.idx(1));
-            OpBuilder::InsertionGuard guard(rewriter);
-            rewriter.setInsertionPoint(loop.getBody()->getTerminator());
-            Value q = e.toI64(loop.getInductionVar());
-            Value row = arith::AddIOp::create(
-                rewriter, loc, req.start,
-                arith::SubIOp::create(rewriter, loc, q, req.cached));
-            Value member = e.toIndex(e.ringRowAfter(
-                firstRow, arith::SubIOp::create(rewriter, loc, q, begin),
-                window));
-            auto ringRow = [&](int64_t which) {
-              return e.channelView(
-                  tail,
-                  {e.toIndex(slot), rewriter.getIndexAttr(which), member});
-            };
-            linalg::CopyOp::create(rewriter, loc, e.rowView(k, row),
-                                   ringRow(0));
-            linalg::CopyOp::create(rewriter, loc, e.rowView(gate, row),
-                                   ringRow(1));
-          });
+          e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, batch.numSlots),
+                   [&] { copyTail(e, tail, k, gate, req, slot, batch.window); });
         });
       });
     });
+  }
+
+  /// Copies the key and gate rows of the trailing (at most R) positions of
+  /// `req` into its ring slot.
+  static void copyTail(Emitter &e, Value tail, Value k, Value gate,
+                       const MetadataBuilder::Request &req, Value slot,
+                       Value window) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    auto [begin, end] = e.ringTail(req, window);
+    // One remainder per request: the rows of the positions follow from the
+    // first one's.
+    Value firstRow = e.ringRow(begin, window);
+    auto loop = scf::ForOp::create(b, loc, e.toIndex(begin), e.toIndex(end),
+                                   e.idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value q = e.toI64(loop.getInductionVar());
+    Value row = arith::AddIOp::create(
+        b, loc, req.start, arith::SubIOp::create(b, loc, q, req.cached));
+    Value member = e.toIndex(e.ringRowAfter(
+        firstRow, arith::SubIOp::create(b, loc, q, begin), window));
+    auto ringRow = [&](int64_t which) {
+      return e.channelView(
+          tail, {e.toIndex(slot), b.getIndexAttr(which), member});
+    };
+    linalg::CopyOp::create(b, loc, e.rowView(k, row), ringRow(0));
+    linalg::CopyOp::create(b, loc, e.rowView(gate, row), ringRow(1));
   }
 };
 
 struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
   using KPoolLowering::KPoolLowering;
 
-  void lower(PoolOffsetsOp op, PatternRewriter &rewriter) const override {
-    Emitter e(rewriter, op.getLoc(), op.getKpool(), /*headDim=*/1,
-              op->getName().stripDialect().str());
+  void lower(PoolOffsetsOp op, OpAdaptor adaptor,
+             OpBuilder &rewriter) const override {
+    Emitter e = emitterFor(op, rewriter, /*headDim=*/1);
     Location loc = op.getLoc();
-    Value iro = e.signless(op.getInputRowOffsets());
-    Value cache = e.signless(op.getCacheLengths());
-    Value out = e.signless(op.getPoolRowOffsets());
-    Value batch = e.minIndex(
-        {e.dim(cache, 0),
-         arith::SubIOp::create(rewriter, loc, e.dim(iro, 0), e.idx(1))});
+    Value iro = e.signless(adaptor.getInputRowOffsets());
+    Value cache = e.signless(adaptor.getCacheLengths());
+    Value out = e.signless(adaptor.getPoolRowOffsets());
+    Value batch = e.batchSize({{cache, 0}, {iro, 1}});
     Value length = e.dim(out, 0);
     // Without `k` there is no row count to check against: only reversed
     // offsets are caught here (any u32 end is below 2^32).
@@ -649,35 +709,10 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
   }
 };
 
-struct ConvertKPoolToLinalgPass
-    : public kpool::impl::ConvertKPoolToLinalgPassBase<
-          ConvertKPoolToLinalgPass> {
-  void runOnOperation() override {
-    bool failedTensor = false;
-    getOperation()->walk([&](Operation *op) {
-      auto dps = dyn_cast<DestinationStyleOpInterface>(op);
-      if (!dps || !isa<KPoolDialect>(op->getDialect()) ||
-          dps.hasPureBufferSemantics())
-        return;
-      op->emitOpError() << "has tensor operands; run one-shot-bufferize "
-                           "before convert-kpool-to-linalg";
-      failedTensor = true;
-    });
-    if (failedTensor)
-      return signalPassFailure();
-    RewritePatternSet patterns(&getContext());
-    populateKPoolToLinalgPatterns(patterns);
-    GreedyRewriteConfig config;
-    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
-    if (failed(
-            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
-      return signalPassFailure();
-  }
-};
-
 } // namespace
 
-void mlir::kpool::populateKPoolToLinalgPatterns(RewritePatternSet &patterns) {
+void mlir::kpool::populateKPoolToLinalgConversionPatterns(
+    RewritePatternSet &patterns) {
   patterns.add<CompressLowering, RingCloseLowering, SeedTailLowering,
                PoolOffsetsLowering>(patterns.getContext());
 }

@@ -1,4 +1,4 @@
-// RUN: kpool-opt %s -split-input-file -convert-kpool-to-linalg -kpool-map-to-gpu -verify-diagnostics
+// RUN: kpool-opt %s -split-input-file -convert-kpool-to-linalg -kpool-map-to-gpu=check-host-access=true -verify-diagnostics
 // RUN: not kpool-opt %s -split-input-file -convert-kpool-to-linalg -kpool-map-to-gpu=vector-bytes=12 2>&1 | FileCheck %s --check-prefix=BYTES
 // RUN: not kpool-opt %s -split-input-file -convert-kpool-to-linalg -kpool-map-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BLOCK
 
@@ -52,6 +52,6 @@ func.func @two_dims(%m: memref<?x?xf32>, %n: index) {
   scf.parallel (%i, %j) = (%c0, %c0) to (%n, %n) step (%c1, %c1) {
     memref.store %f, %m[%i, %j] : memref<?x?xf32>
     scf.reduce
-  }
+  } {kpool.kernel = "kpool_two_dims"}
   return
 }

@@ -3,8 +3,9 @@
 // RUN: kpool-opt %s -split-input-file -convert-kpool-to-linalg -kpool-vectorize-pool-rows=vector-size=0 | FileCheck %s --check-prefix=SCALAR
 
 // kpool-vectorize-pool-rows tiles the channel loop of every linalg.generic
-// tagged kpool.pool_row by the widest width <= vector-size that divides
-// head_dim (no masked tile) and vectorizes the tile; rows over views whose
+// tagged kpool.pool_row by the widest power of two <= vector-size that
+// divides head_dim (no masked tile; the rule kpool-map-to-gpu uses too,
+// kpool/Dialect/KPool/Utils/Numerics.h) and vectorizes the tile; rows over views whose
 // innermost stride is not statically 1 stay scalar. vector-size=0 keeps all
 // rows scalar.
 
@@ -51,7 +52,8 @@ func.func @compress_head_dim_128(%k: memref<?x128xbf16>, %gate: memref<?x128xbf1
 
 // -----
 
-// head_dim 96: 16 divides it; with vector-size 10 the widest divisor is 8.
+// head_dim 96: 16 divides it; with vector-size 10 the widest power of two
+// is 8.
 // CHECK-LABEL: func @compress_head_dim_96
 //       CHECK:   scf.for
 //       CHECK:     vector.load {{.*}} vector<16xf16>
@@ -73,13 +75,15 @@ func.func @compress_head_dim_96(%k: memref<?x96xf16>, %gate: memref<?x96xf16>,
 
 // -----
 
-// head_dim 24: 16 does not divide it, 12 does (8 with vector-size 10).
+// head_dim 24: 16 does not divide it, 8 is the widest power of two that
+// does (12 divides it too, but is no power of two: a GPU thread could not
+// align a 24-byte access, and x86 splits a 12-lane vector anyway).
 // CHECK-LABEL: func @compress_head_dim_24
-//   CHECK-DAG:   %[[C12:.*]] = arith.constant 12 : index
+//   CHECK-DAG:   %[[C8:.*]] = arith.constant 8 : index
 //   CHECK-DAG:   %[[C24:.*]] = arith.constant 24 : index
-//       CHECK:   scf.for %{{.*}} = %{{.*}} to %[[C24]] step %[[C12]] {
-//       CHECK:     vector.load {{.*}} vector<12xbf16>
-//       CHECK:     vector.store {{.*}} vector<12xbf16>
+//       CHECK:   scf.for %{{.*}} = %{{.*}} to %[[C24]] step %[[C8]] {
+//       CHECK:     vector.load {{.*}} vector<8xbf16>
+//       CHECK:     vector.store {{.*}} vector<8xbf16>
 //
 // VS10-LABEL: func @compress_head_dim_24
 //       VS10:     vector.load {{.*}} vector<8xbf16>

@@ -3,20 +3,15 @@
 #ifndef KPOOL_CONVERSION_KPOOLTOLINALG_KPOOLTOLINALG_H
 #define KPOOL_CONVERSION_KPOOLTOLINALG_KPOOLTOLINALG_H
 
-#include "llvm/ADT/StringRef.h"
-
 namespace mlir {
 class RewritePatternSet;
 
 namespace kpool {
-/// String attribute on each op's top-level `scf.parallel`: the name of the
-/// kernel it becomes (`kpool_compress`, `kpool_compress_strided` for the
-/// general-stride copy, ...). kpool-map-to-gpu names GPU kernels after it.
-inline constexpr llvm::StringLiteral kKernelNameAttrName = "kpool.kernel";
-
-/// Adds the patterns that lower the buffer form of the kpool ops to linalg,
-/// scf, memref, arith and math (see `convert-kpool-to-linalg`).
-void populateKPoolToLinalgPatterns(RewritePatternSet &patterns);
+/// Adds the conversion patterns that lower the buffer form of the kpool ops
+/// to linalg, scf, memref, arith and math (see `convert-kpool-to-linalg`,
+/// which applies them with `applyPartialConversion`, the kpool dialect
+/// illegal). A kpool op in tensor form matches no pattern.
+void populateKPoolToLinalgConversionPatterns(RewritePatternSet &patterns);
 } // namespace kpool
 } // namespace mlir
 

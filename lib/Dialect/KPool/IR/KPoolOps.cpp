@@ -219,6 +219,31 @@ public:
            << value;
   }
 
+  /// `kpool` and `head_dim` of an op with keys.
+  LogicalResult checkGeometry(int64_t kpool, int64_t headDim) {
+    if (failed(checkKPool(kpool)))
+      return failure();
+    return checkPositive("head_dim", headDim);
+  }
+
+  /// What ring_close and seed_tail share: keys and gates, the tail ring and
+  /// the per-request metadata (`input_row_offsets`, `cache_lengths`,
+  /// `slot_idx`). Returns the batch size the metadata fixes (or kDynamic).
+  FailureOr<int64_t> checkRingRequests(Value k, Value gate, Value tail,
+                                       Value inputRowOffsets,
+                                       Value cacheLengths, Value slotIdx,
+                                       int64_t kpool, int64_t headDim) {
+    if (failed(checkKeysAndGates(k, gate, headDim)) ||
+        failed(checkTail(tail, k, kpool, headDim)) ||
+        failed(checkMetadata(inputRowOffsets, "input_row_offsets")) ||
+        failed(checkMetadata(cacheLengths, "cache_lengths")) ||
+        failed(checkMetadata(slotIdx, "slot_idx")))
+      return failure();
+    return checkBatch({{cacheLengths, "cache_lengths", 0},
+                       {inputRowOffsets, "input_row_offsets", 1},
+                       {slotIdx, "slot_idx", 0}});
+  }
+
   /// All shaped operands are tensors (value form) or all are memrefs (buffer
   /// form); the value form returns one result per `outs` operand and the
   /// buffer form none.
@@ -286,8 +311,7 @@ void getDpsEffects(
 LogicalResult CompressOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
-  if (failed(c.checkKPool(kpool)) ||
-      failed(c.checkPositive("head_dim", headDim)) ||
+  if (failed(c.checkGeometry(kpool, headDim)) ||
       failed(c.checkForm({{getK(), "k"},
                           {getGate(), "gate"},
                           {getApe(), "ape"},
@@ -327,25 +351,18 @@ void CompressOp::getEffects(
 LogicalResult SeedTailOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
-  if (failed(c.checkKPool(kpool)) ||
-      failed(c.checkPositive("head_dim", headDim)) ||
+  if (failed(c.checkGeometry(kpool, headDim)) ||
       failed(c.checkForm({{getK(), "k"},
                           {getGate(), "gate"},
                           {getInputRowOffsets(), "input_row_offsets"},
                           {getCacheLengths(), "cache_lengths"},
                           {getSlotIdx(), "slot_idx"},
                           {getTail(), "tail"}},
-                         *this)) ||
-      failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
-      failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
-      failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
-      failed(c.checkMetadata(getSlotIdx(), "slot_idx")) ||
-      failed(c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
-                           {getInputRowOffsets(), "input_row_offsets", 1},
-                           {getSlotIdx(), "slot_idx", 0}})) ||
-      failed(c.checkTail(getTail(), getK(), kpool, headDim)))
+                         *this)))
     return failure();
-  return success();
+  return c.checkRingRequests(getK(), getGate(), getTail(),
+                             getInputRowOffsets(), getCacheLengths(),
+                             getSlotIdx(), kpool, headDim);
 }
 
 void SeedTailOp::getEffects(
@@ -361,8 +378,7 @@ void SeedTailOp::getEffects(
 LogicalResult RingCloseOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
-  if (failed(c.checkKPool(kpool)) ||
-      failed(c.checkPositive("head_dim", headDim)) ||
+  if (failed(c.checkGeometry(kpool, headDim)) ||
       failed(c.checkForm({{getTail(), "tail"},
                           {getK(), "k"},
                           {getGate(), "gate"},
@@ -372,19 +388,12 @@ LogicalResult RingCloseOp::verify() {
                           {getSlotIdx(), "slot_idx"},
                           {getPooled(), "pooled"},
                           {getClosedPool(), "closed_pool"}},
-                         *this)) ||
-      failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
-      failed(c.checkTail(getTail(), getK(), kpool, headDim)) ||
-      failed(c.checkApe(getApe(), kpool, headDim)) ||
-      failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
-      failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
-      failed(c.checkMetadata(getSlotIdx(), "slot_idx")))
+                         *this)))
     return failure();
-  FailureOr<int64_t> batch =
-      c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
-                    {getInputRowOffsets(), "input_row_offsets", 1},
-                    {getSlotIdx(), "slot_idx", 0}});
-  if (failed(batch) ||
+  FailureOr<int64_t> batch = c.checkRingRequests(
+      getK(), getGate(), getTail(), getInputRowOffsets(), getCacheLengths(),
+      getSlotIdx(), kpool, headDim);
+  if (failed(batch) || failed(c.checkApe(getApe(), kpool, headDim)) ||
       failed(c.checkShape(getClosedPool(), "closed_pool", {*batch}, "batch")))
     return failure();
   // With all metadata dynamic, closed_pool's length fixes the batch.

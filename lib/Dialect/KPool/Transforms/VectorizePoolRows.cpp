@@ -2,13 +2,13 @@
 
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 
-#include "kpool/Dialect/KPool/Utils/Pooling.h"
+#include "kpool/Dialect/KPool/IR/KPoolDialect.h"
+#include "kpool/Dialect/KPool/Utils/Numerics.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -63,12 +63,9 @@ struct KPoolVectorizePoolRowsPass
   /// result to `exps`.
   LogicalResult vectorizeRow(IRRewriter &rewriter, linalg::GenericOp op,
                              SmallVectorImpl<Operation *> &exps) {
-    // Full tiles only: the widest vector up to `vector-size` that divides
-    // head_dim (16 for the production 128), so no tile needs a mask.
-    int64_t headDim = channels(op);
-    int64_t width = std::min<int64_t>(vectorSize, headDim);
-    while (headDim % width != 0)
-      --width;
+    // Full tiles only: the widest power of two up to `vector-size` that
+    // divides head_dim (16 for the production 128), so no tile needs a mask.
+    int64_t width = poolRowVectorWidth(channels(op), vectorSize);
     rewriter.setInsertionPoint(op);
     scf::SCFTilingOptions options;
     options.setTileSizes({rewriter.getIndexAttr(width)});
@@ -102,12 +99,14 @@ struct KPoolVectorizePoolRowsPass
     }
     SmallVector<linalg::GenericOp> rows;
     SmallVector<Operation *> exps;
+    KPoolDialect::PoolRowAttrHelper poolRow(&getContext());
+    KPoolDialect::PoolRowLoopAttrHelper poolRowLoop(&getContext());
     getOperation()->walk([&](linalg::GenericOp op) {
-      if (op->hasAttr(kPoolRowAttrName))
+      if (poolRow.isAttrPresent(op))
         rows.push_back(op);
       // The loop form (large kpool) stays scalar; its exps are approximated
       // like every other pooled row's.
-      if (op->hasAttr(kPoolRowLoopAttrName))
+      if (poolRowLoop.isAttrPresent(op))
         op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
     });
     if (rows.empty() && exps.empty())
@@ -131,10 +130,7 @@ struct KPoolVectorizePoolRowsPass
     // Transfers on unit-stride views become plain vector loads and stores;
     // the others stay for convert-vector-to-scf.
     RewritePatternSet patterns(&getContext());
-    populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {
-      name.consume_front("math.");
-      return name == "exp";
-    });
+    populateExpApproximationPatterns(patterns);
     vector::populateVectorTransferLoweringPatterns(patterns,
                                                    /*maxTransferRank=*/1);
     GreedyRewriteConfig config;

@@ -2,6 +2,8 @@
 
 #include "kpool/Dialect/KPool/Utils/Pooling.h"
 
+#include "kpool/Dialect/KPool/IR/KPoolDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -71,7 +73,8 @@ void mlir::kpool::buildPoolRow(OpBuilder &b, Location loc, ValueRange keyRows,
                                        args.slice(2 * kpool, kpool), outType);
         linalg::YieldOp::create(nb, nloc, out);
       });
-  generic->setAttr(kPoolRowAttrName, b.getUnitAttr());
+  KPoolDialect::PoolRowAttrHelper(b.getContext())
+      .setAttr(generic, b.getUnitAttr());
 }
 
 void mlir::kpool::buildPoolRowLoop(OpBuilder &b, Location loc, int64_t kpool,
@@ -88,7 +91,7 @@ void mlir::kpool::buildPoolRowLoop(OpBuilder &b, Location loc, int64_t kpool,
       [&](OpBuilder &nb, Location, ValueRange args) {
         body = args.front().getParentBlock();
       });
-  generic->setAttr(kPoolRowLoopAttrName, b.getUnitAttr());
+  KPoolDialect::PoolRowLoopAttrHelper(ctx).setAttr(generic, b.getUnitAttr());
 
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(body);

@@ -8,6 +8,7 @@
 #define KPOOL_DIALECT_KPOOL_IR_KPOOLDIALECT_H
 
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/Operation.h"
 
 #include "kpool/Dialect/KPool/IR/KPoolOpsDialect.h.inc"
 

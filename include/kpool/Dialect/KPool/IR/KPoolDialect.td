@@ -54,6 +54,24 @@ def KPool_Dialect : Dialect {
     `share/doc/kpool/docs/semantics.md` in an install).
   }];
   let usePropertiesForAttributes = 1;
+
+  // The contract between kpool's passes: convert-kpool-to-linalg tags what
+  // it emits, kpool-vectorize-pool-rows and kpool-map-to-gpu find it by
+  // these tags. The verifier checks their types and placement.
+  let discardableAttrs = (ins
+    // On each top-level `scf.parallel` of a lowered op: the kernel it
+    // becomes (`kpool_compress`, `kpool_compress_strided`, ...).
+    // kpool-map-to-gpu maps only loops that carry it and names the GPU
+    // kernels after it.
+    "::mlir::StringAttr":$kernel,
+    // On the `linalg.generic` over the channels of one pooled row (one
+    // input per member row).
+    "::mlir::UnitAttr":$pool_row,
+    // On the `linalg.generic` over the channels of one pooled row in the
+    // loop form (the members as a loop in its body, for large kpool).
+    "::mlir::UnitAttr":$pool_row_loop
+  );
+  let hasOperationAttrVerify = 1;
 }
 
 #endif // KPOOL_DIALECT_KPOOL_IR_KPOOLDIALECT_TD

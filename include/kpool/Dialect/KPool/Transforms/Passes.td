@@ -10,8 +10,10 @@ def KPoolVectorizePoolRowsPass : Pass<"kpool-vectorize-pool-rows"> {
   let description = [{
     Finds the `linalg.generic` ops that `convert-kpool-to-linalg` emits for
     one pooled row (tagged `kpool.pool_row`), tiles their channel dimension
-    by the widest vector of at most `vector-size` channels that divides
-    `head_dim` (16 for the production 128; no tile needs a mask) and
+    by the widest power of two of at most `vector-size` channels that
+    divides `head_dim` (16 for the production 128; no tile needs a mask;
+    the same rule as kpool-map-to-gpu's, `kpool/Dialect/KPool/Utils/
+    Numerics.h`) and
     vectorizes each tile into contiguous vector loads and stores. Rows whose
     operands do not all have a static unit innermost stride (the general-
     stride path of the lowering), and tagged ops that are not one static,

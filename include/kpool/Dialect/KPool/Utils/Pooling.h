@@ -1,5 +1,4 @@
-//===- Pooling.h - the kpool pooling arithmetic ------------------*- C++
-//-*-===//
+//===- Pooling.h - the kpool pooling arithmetic -----------------*- C++ -*-===//
 //
 // The one implementation of the pooling function of docs/semantics.md. Every
 // lowering of every kpool op emits it through these builders, so a pool built
@@ -28,7 +27,7 @@ Value buildPooledChannel(OpBuilder &b, Location loc, ValueRange keys,
 /// Emits a `linalg.generic` over the `head_dim` channels of one pool that
 /// writes the pooling function of members `keyRows[m]`, `gateRows[m]` (1-D
 /// memrefs of T) with position embeddings `apeRows[m]` (1-D f32 memrefs) into
-/// the 1-D memref `outRow`. The generic is tagged with `kPoolRowAttrName` so
+/// the 1-D memref `outRow`. The generic is tagged `kpool.pool_row` (KPoolDialect::PoolRowAttrHelper) so
 /// later passes can find the channel loops.
 void buildPoolRow(OpBuilder &b, Location loc, ValueRange keyRows,
                   ValueRange gateRows, ValueRange apeRows, Value outRow);
@@ -44,18 +43,10 @@ using MemberRowsFn = function_ref<std::pair<Value, Value>(Value member)>;
 /// member order; member 0 peeled), reading member rows from `memberRows`
 /// and `ape[m]` from the 2-D f32 memref `ape`. The same operations in the
 /// same order as the unrolled form, so both give the same bits. Tagged with
-/// `kPoolRowLoopAttrName` (scalar channel loops; exp is approximated like
+/// `kpool.pool_row_loop` (KPoolDialect::PoolRowLoopAttrHelper; scalar channel loops; exp is approximated like
 /// the unrolled rows').
 void buildPoolRowLoop(OpBuilder &b, Location loc, int64_t kpool,
                       MemberRowsFn memberRows, Value ape, Value outRow);
-
-/// Unit attribute that marks the channel loop of one pooled row.
-inline constexpr llvm::StringLiteral kPoolRowAttrName = "kpool.pool_row";
-
-/// Unit attribute that marks the channel loop of one pooled row in the loop
-/// form (members as a loop, for large kpool).
-inline constexpr llvm::StringLiteral kPoolRowLoopAttrName =
-    "kpool.pool_row_loop";
 
 /// Pools of at most this many members are unrolled (one linalg.generic
 /// input per member row, vectorizable); larger ones use the loop form, so

@@ -1,0 +1,39 @@
+//===- Numerics.h - numeric choices every kpool backend shares --*- C++ -*-===//
+//
+// The choices that decide the bits or the shape of a pooled row's code on
+// every backend: how `exp` is computed when it is not left to a library, and
+// how many channels one vector access covers. The CPU (kpool-vectorize-pool-
+// rows) and the GPU (kpool-map-to-gpu) take them from here, so they cannot
+// drift apart.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KPOOL_DIALECT_KPOOL_UTILS_NUMERICS_H
+#define KPOOL_DIALECT_KPOOL_UTILS_NUMERICS_H
+
+#include <cstdint>
+
+namespace mlir {
+class RewritePatternSet;
+
+namespace kpool {
+
+/// Adds the patterns that rewrite `math.exp` (on scalars and vectors alike)
+/// into MLIR's polynomial approximation (`populateMathPolynomialApproximation
+/// Patterns`, restricted to exp). The expansion is elementwise, so a vector
+/// lane and a scalar channel compute the same bits, on the CPU and in a GPU
+/// kernel. Apply them to the exps of the pooled rows only (e.g. with
+/// `applyOpPatternsGreedily` and `ExistingAndNewOps`).
+void populateExpApproximationPatterns(RewritePatternSet &patterns);
+
+/// Channels per vector access in the channel loop of a pooled row (or a
+/// fill or copy of one): the widest power of two that is at most `maxWidth`
+/// and divides `channels`, so that no access needs a mask and every access
+/// of `width * sizeof(T)` bytes can be aligned to its size. 1 (scalar) when
+/// `maxWidth < 2` or `channels` is odd or not positive.
+int64_t poolRowVectorWidth(int64_t channels, int64_t maxWidth);
+
+} // namespace kpool
+} // namespace mlir
+
+#endif // KPOOL_DIALECT_KPOOL_UTILS_NUMERICS_H
