@@ -77,9 +77,6 @@ target_link_libraries(kpool_dialect INTERFACE
 add_library(kpool_passes INTERFACE)
 target_link_libraries(kpool_passes INTERFACE kpool_dialect
   KPoolRegistration KPoolPipelines MLIRKPoolToLinalg MLIR LLVM)
-if(TARGET MLIRKPoolToGPU)
-  target_link_libraries(kpool_passes INTERFACE MLIRKPoolToGPU)
-endif()
 add_library(kpool_runtime INTERFACE)
 target_link_libraries(kpool_runtime INTERFACE kpool_passes KPoolRuntime
   MLIR LLVM)

@@ -13,6 +13,7 @@
 #include "kpool/Pipelines/Pipelines.h"
 
 #include "kpool/Conversion/Passes.h"
+#include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -18,6 +18,7 @@
 
 #include "kpool-c/Runtime.h"
 #include "kpool/Conversion/Passes.h"
+#include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "kpool/InitAll.h"
 #include "kpool/Pipelines/Pipelines.h"
 #include "kpool/Runtime/KernelModule.h"

@@ -3,6 +3,7 @@
 #ifndef KPOOL_DIALECT_KPOOL_TRANSFORMS_PASSES_H
 #define KPOOL_DIALECT_KPOOL_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::kpool {

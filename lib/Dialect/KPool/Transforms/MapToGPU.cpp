@@ -14,9 +14,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kpool/Conversion/Passes.h"
+#include "kpool/Dialect/KPool/Transforms/MapToGPU.h"
 
 #include "kpool/Dialect/KPool/IR/KPoolDialect.h"
+#include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "kpool/Dialect/KPool/Utils/Numerics.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -37,7 +38,7 @@
 
 namespace mlir::kpool {
 #define GEN_PASS_DEF_KPOOLMAPTOGPUPASS
-#include "kpool/Conversion/Passes.h.inc"
+#include "kpool/Dialect/KPool/Transforms/Passes.h.inc"
 } // namespace mlir::kpool
 
 using namespace mlir;
@@ -93,9 +94,12 @@ static int64_t accessAlignment(MemRefType type, int64_t width) {
 
 namespace {
 
-struct KPoolMapToGPUPass
-    : public kpool::impl::KPoolMapToGPUPassBase<KPoolMapToGPUPass> {
-  using Base::Base;
+/// Maps kernel loops with one set of options.
+class KernelLoopMapper {
+public:
+  explicit KernelLoopMapper(const KernelLoopMappingOptions &options)
+      : vectorBytes(options.vectorBytes), blockSize(options.blockSize),
+        maxThreadsPerRow(options.maxThreadsPerRow) {}
 
   /// Channels per thread and step for `op`: the widest power of two whose
   /// bytes fit `vectorBytes` and that divides the channel count, or 1 when a
@@ -392,22 +396,88 @@ struct KPoolMapToGPUPass
     return success();
   }
 
+private:
+  int64_t vectorBytes, blockSize, maxThreadsPerRow;
+};
+
+} // namespace
+
+LogicalResult
+kpool::verifyKernelLoopMappingOptions(Location loc,
+                                      const KernelLoopMappingOptions &options) {
+  if (options.vectorBytes < 1 || options.vectorBytes > kMaxAccessBytes ||
+      !llvm::isPowerOf2_64(options.vectorBytes))
+    return emitError(loc) << "kpool-map-to-gpu: vector-bytes must be a power "
+                             "of two in [1, "
+                          << kMaxAccessBytes << "], got "
+                          << options.vectorBytes;
+  if (options.blockSize < 1 || options.blockSize > 1024)
+    return emitError(loc) << "kpool-map-to-gpu: block-size must be in [1, "
+                             "1024], got "
+                          << options.blockSize;
+  return success();
+}
+
+SmallVector<scf::ParallelOp> kpool::getKernelLoops(func::FuncOp func) {
+  KPoolDialect::KernelAttrHelper kernel(func.getContext());
+  SmallVector<scf::ParallelOp> loops;
+  func.walk([&](scf::ParallelOp par) {
+    if (kernel.isAttrPresent(par) && !par->getParentOfType<scf::ParallelOp>() &&
+        !par->getParentOfType<gpu::LaunchOp>())
+      loops.push_back(par);
+  });
+  return loops;
+}
+
+LogicalResult
+kpool::mapKernelLoopToGPU(scf::ParallelOp loop,
+                          const KernelLoopMappingOptions &options) {
+  if (failed(verifyKernelLoopMappingOptions(loop.getLoc(), options)))
+    return failure();
+  return KernelLoopMapper(options).mapLoop(loop);
+}
+
+LogicalResult kpool::verifyNoHostAccess(func::FuncOp func) {
+  bool hostAccess = false;
+  func.walk([&](Operation *op) {
+    if (op->getParentOfType<scf::ParallelOp>() ||
+        op->getParentOfType<gpu::LaunchOp>())
+      return;
+    if (isa<memref::AllocOp, memref::AllocaOp, memref::ReallocOp,
+            memref::CopyOp, bufferization::CloneOp>(op)) {
+      op->emitOpError()
+          << "would place a buffer in host memory next to GPU kernels; "
+             "kpool-map-to-gpu expects every operand to be a "
+             "caller-provided device buffer (write the results into "
+             "function arguments)";
+      hostAccess = true;
+    } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
+                   vector::StoreOp, vector::TransferReadOp,
+                   vector::TransferWriteOp, linalg::LinalgOp>(op)) {
+      // E.g. a canonicalization folded a one-iteration parallel loop.
+      op->emitOpError() << "accesses a buffer outside any parallel loop "
+                           "in a function with GPU kernels; it would "
+                           "access device memory on the host";
+      hostAccess = true;
+    }
+  });
+  return failure(hostAccess);
+}
+
+namespace {
+
+struct KPoolMapToGPUPass
+    : public kpool::impl::KPoolMapToGPUPassBase<KPoolMapToGPUPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (vectorBytes < 1 || vectorBytes > kMaxAccessBytes ||
-        !llvm::isPowerOf2_64(vectorBytes)) {
-      func.emitError() << "kpool-map-to-gpu: vector-bytes must be a power of "
-                          "two in [1, "
-                       << kMaxAccessBytes << "], got "
-                       << vectorBytes.getValue();
+    KernelLoopMappingOptions options;
+    options.vectorBytes = vectorBytes;
+    options.blockSize = blockSize;
+    options.maxThreadsPerRow = maxThreadsPerRow;
+    if (failed(verifyKernelLoopMappingOptions(func.getLoc(), options)))
       return signalPassFailure();
-    }
-    if (blockSize < 1 || blockSize > 1024) {
-      func.emitError() << "kpool-map-to-gpu: block-size must be in [1, 1024], "
-                          "got "
-                       << blockSize.getValue();
-      return signalPassFailure();
-    }
 
     // Launches already in the function (the caller's own) would be
     // outlined as <function>_kernel, which must be a PTX identifier too.
@@ -419,24 +489,17 @@ struct KPoolMapToGPUPass
               &getContext(), ptxIdentifier(outlined)));
       });
 
-    // Only the loops kpool's lowering produced (tagged kpool.kernel); the
-    // caller's own loops, allocations and ops are left to the caller's
-    // pipeline.
-    KPoolDialect::KernelAttrHelper kernel(&getContext());
-    SmallVector<scf::ParallelOp> loops;
-    func.walk([&](scf::ParallelOp par) {
-      if (kernel.isAttrPresent(par) &&
-          !par->getParentOfType<scf::ParallelOp>() &&
-          !par->getParentOfType<gpu::LaunchOp>())
-        loops.push_back(par);
-    });
+    // Only the loops kpool's lowering produced; the caller's own loops,
+    // allocations and ops are left to the caller's pipeline.
+    SmallVector<scf::ParallelOp> loops = getKernelLoops(func);
     if (loops.empty())
       return;
     if (checkHostAccess && failed(verifyNoHostAccess(func)))
       return signalPassFailure();
 
+    KernelLoopMapper mapper(options);
     for (scf::ParallelOp loop : loops)
-      if (failed(mapLoop(loop)))
+      if (failed(mapper.mapLoop(loop)))
         return signalPassFailure();
 
     if (approximateExp) {
@@ -453,36 +516,6 @@ struct KPoolMapToGPUPass
       if (failed(applyOpPatternsGreedily(exps, std::move(patterns), config)))
         return signalPassFailure();
     }
-  }
-
-  /// The standalone pipeline's guard (check-host-access): a function whose
-  /// kernels run on caller-provided device buffers must not allocate or
-  /// access memory on the host.
-  static LogicalResult verifyNoHostAccess(func::FuncOp func) {
-    bool hostAccess = false;
-    func.walk([&](Operation *op) {
-      if (op->getParentOfType<scf::ParallelOp>() ||
-          op->getParentOfType<gpu::LaunchOp>())
-        return;
-      if (isa<memref::AllocOp, memref::AllocaOp, memref::ReallocOp,
-              memref::CopyOp, bufferization::CloneOp>(op)) {
-        op->emitOpError()
-            << "would place a buffer in host memory next to GPU kernels; "
-               "kpool-map-to-gpu expects every operand to be a "
-               "caller-provided device buffer (write the results into "
-               "function arguments)";
-        hostAccess = true;
-      } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
-                     vector::StoreOp, vector::TransferReadOp,
-                     vector::TransferWriteOp, linalg::LinalgOp>(op)) {
-        // E.g. a canonicalization folded a one-iteration parallel loop.
-        op->emitOpError() << "accesses a buffer outside any parallel loop "
-                             "in a function with GPU kernels; it would "
-                             "access device memory on the host";
-        hostAccess = true;
-      }
-    });
-    return failure(hostAccess);
   }
 };
 

@@ -1,0 +1,55 @@
+//===- MapToGPU.h - map kpool's kernel loops to gpu.launch ------*- C++ -*-===//
+//
+// The mapping behind `kpool-map-to-gpu`, for a graph compiler that drives it
+// from its own pass: each `scf.parallel` that convert-kpool-to-linalg tagged
+// `kpool.kernel` becomes one `gpu.launch` (a row group of lanes per
+// iteration, the channel loops of each row spread over the lanes, vector
+// accesses where the views allow). Nothing else in the function is touched.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KPOOL_DIALECT_KPOOL_TRANSFORMS_MAPTOGPU_H
+#define KPOOL_DIALECT_KPOOL_TRANSFORMS_MAPTOGPU_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+
+namespace mlir::kpool {
+
+/// How kernel loops are mapped (the options of kpool-map-to-gpu, which
+/// documents them).
+struct KernelLoopMappingOptions {
+  /// Widest access per thread and channel step, in bytes: a power of two,
+  /// at most 16.
+  int64_t vectorBytes = 16;
+  /// Threads per block, in [1, 1024].
+  int64_t blockSize = 256;
+  /// Most threads that share one row's channels.
+  int64_t maxThreadsPerRow = 32;
+};
+
+/// Checks `options`; on failure emits an error at `loc` naming the option.
+LogicalResult verifyKernelLoopMappingOptions(
+    Location loc, const KernelLoopMappingOptions &options);
+
+/// The outermost `scf.parallel` ops of `func` tagged `kpool.kernel` (not
+/// nested in another parallel loop or a launch): what the mapping maps.
+SmallVector<scf::ParallelOp> getKernelLoops(func::FuncOp func);
+
+/// Replaces `loop`, a kernel loop, by one `gpu.launch` with the same body.
+/// Emits an error and fails if it cannot.
+LogicalResult mapKernelLoopToGPU(scf::ParallelOp loop,
+                                 const KernelLoopMappingOptions &options);
+
+/// The guard of kpool-lower-to-nvvm (`check-host-access`), whose kernels run
+/// on caller-provided device buffers: fails, with an error at each
+/// offending op, when `func` allocates, copies or accesses a buffer outside
+/// parallel loops and launches.
+LogicalResult verifyNoHostAccess(func::FuncOp func);
+
+} // namespace mlir::kpool
+
+#endif // KPOOL_DIALECT_KPOOL_TRANSFORMS_MAPTOGPU_H
