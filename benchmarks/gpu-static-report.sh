@@ -22,7 +22,12 @@ else
   echo "(no ptxas under $cuda: PTX counts only)"
 fi
 
-echo "== kpool: examples/serving_step.mlir, kpool-lower-to-nvvm (sm_90)"
+echo "== kpool: examples/serving_step.mlir, kpool-lower-to-nvvm (sm_90), one kernel per op"
+"$build/bin/kpool-opt" "$root/examples/serving_step.mlir" \
+  -kpool-lower-to-nvvm="format=isa fuse-step=false" -o "$out/ops.mlir"
+python3 "$root/utils/ptx-report.py" "$out/ops.mlir" "${ptxas[@]}"
+
+echo "== kpool: the same step fused into one kpool.step (the pipeline's default)"
 "$build/bin/kpool-opt" "$root/examples/serving_step.mlir" \
   -kpool-lower-to-nvvm="format=isa" -o "$out/step.mlir"
 python3 "$root/utils/ptx-report.py" "$out/step.mlir" "${ptxas[@]}"

@@ -9,6 +9,10 @@
 //       the step allocates nothing, so nothing needs deallocating and
 //       the ring and outputs are updated in place)
 //   kpool-opt serving_step.mlir -kpool-lower-to-nvvm          (sm_90)
+//
+// Both pipelines first fuse the four ops into one kpool.step
+// (kpool-fuse-step; fuse-step=false keeps them apart), which lowers to one
+// kernel: one GPU launch per step.
 
 func.func @serving_step(
     %tail: tensor<?x2x4x128xbf16>,        // the ring, [max_slots, 2, 4, 128]

@@ -177,6 +177,8 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   // i.e. a host allocation and a host copy of device memory. The kernels
   // allocate nothing (kpool-map-to-gpu rejects host buffers), so there is
   // nothing to free.
+  if (options.fuseStep)
+    pm.addPass(createKPoolFuseStepPass());
   if (options.bufferize)
     buildBufferizationPipeline(pm, /*deallocate=*/false);
   // No canonicalization before the mapping: it would fold pool_offsets'

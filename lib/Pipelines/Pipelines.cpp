@@ -50,6 +50,8 @@ LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
       *error = message;
     return failure();
   }
+  if (options.fuseStep)
+    pm.addPass(createKPoolFuseStepPass());
   if (options.bufferize)
     buildBufferizationPipeline(pm, options.deallocate);
   pm.addPass(createConvertKPoolToLinalgPass());

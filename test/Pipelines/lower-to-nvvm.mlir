@@ -1,8 +1,8 @@
 // REQUIRES: ptxas
 // (ptxas stands for a CUDA toolkit: exact exp needs its libdevice.)
-// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa" | FileCheck %s
-// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa" -mlir-print-ir-after=convert-gpu-to-nvvm -mlir-disable-threading -o /dev/null 2>&1 | FileCheck %s --check-prefix=NVVM
-// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa chip=sm_80 features=+ptx70 opt-level=2" | FileCheck %s --check-prefix=TARGET
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false" | FileCheck %s
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false" -mlir-print-ir-after=convert-gpu-to-nvvm -mlir-disable-threading -o /dev/null 2>&1 | FileCheck %s --check-prefix=NVVM
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false chip=sm_80 features=+ptx70 opt-level=2" | FileCheck %s --check-prefix=TARGET
 
 // kpool-lower-to-nvvm on the tensor form of the four ops (one call, in the
 // spec's order): bufferized in place, one kernel per parallel loop (two for

@@ -1,7 +1,11 @@
 // REQUIRES: ptxas
-// RUN: kpool-opt %s -kpool-lower-to-nvvm=format=isa -o %t
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false" -o %t
 // RUN: %python %kpool_src_root/utils/extract-ptx.py %t --ptxas %ptxas --no-extern | FileCheck %s
 // RUN: %python %kpool_src_root/utils/extract-ptx.py %t | FileCheck %s --check-prefix=PTX
+// The same functions with each serving step fused into one kpool.step
+// (the pipelines' default): its kernels assemble too.
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa" -o %t.fused
+// RUN: %python %kpool_src_root/utils/extract-ptx.py %t.fused --ptxas %ptxas --no-extern | FileCheck %s --check-prefix=STEP
 
 // Every kernel of every op on f32, for kpool 4 / head_dim 128 (production),
 // kpool 1, kpool 3 with head_dim 100 (not a multiple of 8) and kpool 2 with
@@ -38,6 +42,16 @@
 // CHECK-NEXT: @f32_k2_d7_kpool_seed_tail: ptxas ok
 // CHECK-NEXT: @f32_k2_d7_kpool_seed_tail_strided: ptxas ok
 // CHECK-NOT: ptxas
+
+// Fused: one kernel per step (and its general-stride copy).
+// STEP: @f32_k4_d128_kpool_step: ptxas ok
+// STEP-NEXT: @f32_k4_d128_kpool_step_strided: ptxas ok
+// STEP: @f32_k1_d128_kpool_step: ptxas ok
+// STEP-NEXT: @f32_k1_d128_kpool_step_strided: ptxas ok
+// STEP: @f32_k3_d100_kpool_step: ptxas ok
+// STEP-NEXT: @f32_k3_d100_kpool_step_strided: ptxas ok
+// STEP: @f32_k2_d7_kpool_step: ptxas ok
+// STEP-NEXT: @f32_k2_d7_kpool_step_strided: ptxas ok
 
 // The compress kernels: 16-byte loads and stores of 4 f32 channels for
 // head_dim 128 and 100 (100 = 25 x 4), scalar for head_dim 7.

@@ -29,6 +29,12 @@ struct KPoolPipelineOptionsBase : public PassPipelineOptions<Derived> {
       llvm::cl::desc("Run one-shot-bufferize (function boundaries included) "
                      "first; turn off for input that is already on memrefs"),
       llvm::cl::init(true)};
+  ::mlir::detail::PassOptions::Option<bool> fuseStep{
+      *this, "fuse-step",
+      llvm::cl::desc("Fuse each serving step's ring_close, pool_offsets, "
+                     "compress and seed_tail into one kpool.step "
+                     "(kpool-fuse-step), which lowers to one kernel"),
+      llvm::cl::init(true)};
 };
 
 /// Options of `kpool-lower-to-llvm` (named apart from upstream's

@@ -383,20 +383,31 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
       e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
         Value bIdx = e.toIndex(owner);
         Value next = arith::AddIOp::create(b, loc, bIdx, e.idx(1));
-        Value lo = e.loadU32(pro, bIdx), hi = e.loadU32(pro, next);
-        auto req = e.loadRequest(iro, cache, bIdx, numRows);
-        auto range = e.poolRange(req);
-        Value j = arith::SubIOp::create(b, loc, row, lo);
-        Value valid = arith::AndIOp::create(
-            b, loc, e.cmp(arith::CmpIPredicate::ult, row, hi),
-            e.cmp(arith::CmpIPredicate::ult, j, range.count));
-        e.ifThen(valid, [&] {
-          Value first = arith::AddIOp::create(
-              b, loc, arith::AddIOp::create(b, loc, req.start, range.skip),
-              arith::MulIOp::create(b, loc, j, e.i64(e.kpool)));
-          poolMembers(e, k, gate, ape, first, pooled, row);
-        });
+        lowerRow(e, k, gate, ape, pooled, iro, cache, numRows, bIdx, row,
+                 e.loadU32(pro, bIdx), e.loadU32(pro, next));
       });
+    });
+  }
+
+  /// Row `row` (i64) of `pooled` for request `bIdx` (index), whose output
+  /// range is `[lo, hi)` (i64): pool `j = row - lo` of the request when the
+  /// row is in the range and the request has that pool.
+  static void lowerRow(Emitter &e, Value k, Value gate, Value ape,
+                       Value pooled, Value iro, Value cache, Value numRows,
+                       Value bIdx, Value row, Value lo, Value hi) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    auto req = e.loadRequest(iro, cache, bIdx, numRows);
+    auto range = e.poolRange(req);
+    Value j = arith::SubIOp::create(b, loc, row, lo);
+    Value valid = arith::AndIOp::create(
+        b, loc, e.cmp(arith::CmpIPredicate::ult, row, hi),
+        e.cmp(arith::CmpIPredicate::ult, j, range.count));
+    e.ifThen(valid, [&] {
+      Value first = arith::AddIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, req.start, range.skip),
+          arith::MulIOp::create(b, loc, j, e.i64(e.kpool)));
+      poolMembers(e, k, gate, ape, first, pooled, row);
     });
   }
 
@@ -484,22 +495,32 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
     Value rowsP = e.dim(o.pooled, 0), rowsC = e.dim(o.closed, 0);
     Value rows = arith::MaxSIOp::create(b, e.loc, rowsP, rowsC);
     e.parallelFor(rows, [&](Value bIdx) {
-      PendingRow pending = pendingRow(e, o, batch, bIdx);
-      e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
-        Type i32 = b.getI32Type();
-        Value id32 = arith::TruncIOp::create(b, e.loc, i32, pending.id);
-        Value none = arith::ConstantIntOp::create(b, e.loc, i32, -1);
-        Value value =
-            arith::SelectOp::create(b, e.loc, pending.closes, id32, none);
-        memref::StoreOp::create(b, e.loc, value, o.closed, ValueRange{bIdx});
-      });
-      e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
-        Value outRow = e.rowView(o.pooled, e.toI64(bIdx));
-        e.ifThenElse(
-            pending.closes,
-            [&] { closePool(e, o, batch.window, pending, outRow); },
-            [&] { e.zeroRow(outRow); });
-      });
+      lowerRow(e, o, batch, bIdx, rowsP, rowsC);
+    });
+  }
+
+  /// Batch row `bIdx` (index, below the larger of the row counts `rowsP` of
+  /// `pooled` and `rowsC` of `closed_pool`): its `closed_pool` entry and its
+  /// `pooled` row, each where it exists.
+  static void lowerRow(Emitter &e, const Operands &o,
+                       const Emitter::RingBatch &batch, Value bIdx,
+                       Value rowsP, Value rowsC) {
+    OpBuilder &b = e.b;
+    PendingRow pending = pendingRow(e, o, batch, bIdx);
+    e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
+      Type i32 = b.getI32Type();
+      Value id32 = arith::TruncIOp::create(b, e.loc, i32, pending.id);
+      Value none = arith::ConstantIntOp::create(b, e.loc, i32, -1);
+      Value value =
+          arith::SelectOp::create(b, e.loc, pending.closes, id32, none);
+      memref::StoreOp::create(b, e.loc, value, o.closed, ValueRange{bIdx});
+    });
+    e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
+      Value outRow = e.rowView(o.pooled, e.toI64(bIdx));
+      e.ifThenElse(
+          pending.closes,
+          [&] { closePool(e, o, batch.window, pending, outRow); },
+          [&] { e.zeroRow(outRow); });
     });
   }
 
@@ -582,20 +603,30 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
     Value rowsP = e.dim(o.pooled, 0), rowsC = e.dim(o.closed, 0);
     Value cols = e.dim(o.pooled, 1);
     Value rows = arith::MaxSIOp::create(b, loc, rowsP, rowsC);
-    Type elt = cast<MemRefType>(o.pooled.getType()).getElementType();
     e.parallelFor(rows, [&](Value bIdx) {
-      e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
-        Value none = arith::ConstantIntOp::create(b, loc, b.getI32Type(), -1);
-        memref::StoreOp::create(b, loc, none, o.closed, ValueRange{bIdx});
-      });
-      e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
-        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
-        auto loop = scf::ForOp::create(b, loc, e.idx(0), cols, e.idx(1));
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(loop.getBody()->getTerminator());
-        memref::StoreOp::create(b, loc, zero, o.pooled,
-                                ValueRange{bIdx, loop.getInductionVar()});
-      });
+      lowerMismatchRow(e, o, bIdx, rowsP, rowsC, cols);
+    });
+  }
+
+  /// Batch row `bIdx` when the extents contradict the op: -1 and a zero
+  /// row of `cols` channels, each where it exists (`rowsP`, `rowsC` as in
+  /// lowerRow).
+  static void lowerMismatchRow(Emitter &e, const Operands &o, Value bIdx,
+                               Value rowsP, Value rowsC, Value cols) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    Type elt = cast<MemRefType>(o.pooled.getType()).getElementType();
+    e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
+      Value none = arith::ConstantIntOp::create(b, loc, b.getI32Type(), -1);
+      memref::StoreOp::create(b, loc, none, o.closed, ValueRange{bIdx});
+    });
+    e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
+      Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
+      auto loop = scf::ForOp::create(b, loc, e.idx(0), cols, e.idx(1));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      memref::StoreOp::create(b, loc, zero, o.pooled,
+                              ValueRange{bIdx, loop.getInductionVar()});
     });
   }
 };
@@ -620,13 +651,21 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
         Emitter::RingBatch batch =
             e.ringBatch(k, gate, iro, cache, slots, tail, numRequests);
         e.parallelFor(batch.numRequests, [&](Value bIdx) {
-          auto req = e.loadRequest(iro, cache, bIdx, batch.numRows);
-          Value slot = e.loadU32(slots, bIdx);
-          e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, batch.numSlots),
-                   [&] { copyTail(e, tail, k, gate, req, slot, batch.window); });
+          lowerRequest(e, tail, k, gate, iro, cache, slots, batch, bIdx);
         });
       });
     });
+  }
+
+  /// Request `bIdx` (index, below the clamped `num_requests`): its trailing
+  /// positions into its ring slot when the slot exists.
+  static void lowerRequest(Emitter &e, Value tail, Value k, Value gate,
+                           Value iro, Value cache, Value slots,
+                           const Emitter::RingBatch &batch, Value bIdx) {
+    auto req = e.loadRequest(iro, cache, bIdx, batch.numRows);
+    Value slot = e.loadU32(slots, bIdx);
+    e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, batch.numSlots),
+             [&] { copyTail(e, tail, k, gate, req, slot, batch.window); });
   }
 
   /// Copies the key and gate rows of the trailing (at most R) positions of
@@ -709,10 +748,202 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
   }
 };
 
+/// kpool.step: the four ops of a serving step in one parallel loop (see the
+/// op's description for the ordering design). Iterations `[0, W)` are batch
+/// rows, `W` the longest of ring_close's outputs and `pool_row_offsets`:
+/// ring_close's row, then seed_tail of the same request, then the offsets
+/// entry. Iterations `[W, W + P)` are the rows of `pooled`. Each part keeps
+/// its op's extent checks and guards, and the pooling function is the one
+/// of every op, so the results are the four ops' bit for bit.
+struct StepLowering : public KPoolLowering<StepOp> {
+  using KPoolLowering::KPoolLowering;
+
+  void lower(StepOp op, OpAdaptor adaptor, OpBuilder &b) const override {
+    int64_t D = op.getHeadDim();
+    Emitter e = emitterFor(op, b, D);
+    RingCloseLowering::Operands o;
+    o.tail = adaptor.getTail();
+    o.k = adaptor.getK();
+    o.gate = adaptor.getGate();
+    o.ape = adaptor.getApe();
+    o.pooled = adaptor.getClosed();
+    o.closed = adaptor.getClosedPool();
+    o.iro = e.signless(adaptor.getInputRowOffsets());
+    o.cache = e.signless(adaptor.getCacheLengths());
+    o.slots = e.signless(adaptor.getSlotIdx());
+    Value pro = e.signless(adaptor.getPoolRowOffsets());
+    Value pooled = adaptor.getPooled();
+    // The extent checks of each op, on its own operands.
+    Checks checks;
+    checks.ringClose = e.ringShapesMatch({{o.k, 1, D},
+                                          {o.gate, 1, D},
+                                          {o.ape, 0, e.kpool},
+                                          {o.ape, 1, D},
+                                          {o.tail, 1, 2},
+                                          {o.tail, 3, D},
+                                          {o.pooled, 1, D}},
+                                         o.tail);
+    checks.seedTail = e.ringShapesMatch(
+        {{o.k, 1, D}, {o.gate, 1, D}, {o.tail, 1, 2}, {o.tail, 3, D}}, o.tail);
+    checks.compress = e.extentsMatch({{o.k, 1, D},
+                                      {o.gate, 1, D},
+                                      {o.ape, 0, e.kpool},
+                                      {o.ape, 1, D},
+                                      {pooled, 1, D}});
+    Value numRequests = adaptor.getNumRequests();
+    e.versionOnUnitStride(
+        {o.tail, o.k, o.gate, o.ape, o.pooled, pooled},
+        [&](ArrayRef<Value> v) {
+          RingCloseLowering::Operands version = o;
+          version.tail = v[0];
+          version.k = v[1];
+          version.gate = v[2];
+          version.ape = v[3];
+          version.pooled = v[4];
+          lowerItems(e, version, pro, v[5], numRequests, checks);
+        });
+  }
+
+  /// The i1 extent checks of the four parts (null: nothing to check).
+  struct Checks {
+    Value ringClose, seedTail, compress;
+  };
+
+  static void lowerItems(Emitter &e, const RingCloseLowering::Operands &o,
+                         Value pro, Value pooled, Value numRequests,
+                         const Checks &checks) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    Emitter::RingBatch batch =
+        e.ringBatch(o.k, o.gate, o.iro, o.cache, o.slots, o.tail, numRequests);
+    Value offsets = e.dim(pro, 0);
+    Value rowsP = e.dim(o.pooled, 0), rowsC = e.dim(o.closed, 0);
+    Value cols = e.dim(o.pooled, 1);
+    Value closeRows = arith::MaxSIOp::create(b, loc, rowsP, rowsC);
+    Value batchRows = arith::MaxSIOp::create(b, loc, closeRows, offsets);
+    Value items = arith::AddIOp::create(b, loc, batchRows, e.dim(pooled, 0));
+    // pool_offsets' batch and compress's (which also needs offsets).
+    Value offsetsBatch = e.batchSize({{o.cache, 0}, {o.iro, 1}});
+    Value compressBatch = e.batchSize({{o.cache, 0}, {o.iro, 1}, {pro, 1}});
+    e.parallelFor(items, [&](Value i) {
+      e.ifThenElse(
+          e.cmp(arith::CmpIPredicate::ult, i, batchRows),
+          [&] {
+            // ring_close reads the request's ring rows before seed_tail of
+            // the same request overwrites them: same iteration, same
+            // channel-to-thread mapping, in this order.
+            e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, closeRows), [&] {
+              e.ifThenOtherwise(
+                  checks.ringClose,
+                  [&] {
+                    RingCloseLowering::lowerRow(e, o, batch, i, rowsP, rowsC);
+                  },
+                  [&] {
+                    RingCloseLowering::lowerMismatchRow(e, o, i, rowsP, rowsC,
+                                                        cols);
+                  });
+            });
+            e.ifThen(
+                e.both(checks.seedTail,
+                       e.cmp(arith::CmpIPredicate::ult, i, batch.numRequests)),
+                [&] {
+                  SeedTailLowering::lowerRequest(e, o.tail, o.k, o.gate, o.iro,
+                                                 o.cache, o.slots, batch, i);
+                });
+            e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, offsets), [&] {
+              Value end = e.minIndex({i, offsetsBatch});
+              Value acc = poolsBefore(e, o.iro, o.cache, end);
+              Value v = arith::TruncIOp::create(b, loc, b.getI32Type(), acc);
+              memref::StoreOp::create(b, loc, v, pro, ValueRange{i});
+            });
+          },
+          [&] {
+            Value r = arith::SubIOp::create(b, loc, i, batchRows);
+            e.ifThen(checks.compress, [&] {
+              lowerPooledRow(e, o, pooled, compressBatch, batch.numRows,
+                             e.toI64(r));
+            });
+          });
+    });
+  }
+
+  /// The pools of requests `[0, end)` (index) as pool_offsets counts them
+  /// (i64, not wrapped).
+  static Value poolsBefore(Emitter &e, Value iro, Value cache, Value end) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    Value noRowLimit = e.i64(int64_t(1) << 32);
+    auto loop = scf::ForOp::create(b, loc, e.idx(0), end, e.idx(1),
+                                   ValueRange{e.i64(0)});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    auto range = e.poolRange(
+        e.loadRequest(iro, cache, loop.getInductionVar(), noRowLimit));
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{arith::AddIOp::create(b, loc, loop.getRegionIterArg(0),
+                                         range.count)});
+    return loop.getResult(0);
+  }
+
+  /// Row `row` (i64) of `pooled`: the request whose range of the prefix
+  /// sums holds it, found by walking the pool counts of requests below
+  /// `batch` (index), then compress's row.
+  static void lowerPooledRow(Emitter &e, const RingCloseLowering::Operands &o,
+                             Value pooled, Value batch, Value numRows,
+                             Value row) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    Value noRowLimit = e.i64(int64_t(1) << 32);
+    Type i64 = b.getI64Type(), index = b.getIndexType();
+    // while (b < batch && acc + count_b <= row) { acc += count_b; ++b; }
+    auto walk = scf::WhileOp::create(
+        b, loc, TypeRange{index, i64}, ValueRange{e.idx(0), e.i64(0)},
+        [&](OpBuilder &, Location, ValueRange args) {
+          Value bIdx = args[0], acc = args[1];
+          Value inBatch = e.cmp(arith::CmpIPredicate::ult, bIdx, batch);
+          // The count is read only for a request in the batch.
+          auto next = scf::IfOp::create(
+              b, loc, inBatch,
+              [&](OpBuilder &, Location) {
+                auto range = e.poolRange(
+                    e.loadRequest(o.iro, o.cache, bIdx, noRowLimit));
+                Value hi = arith::AddIOp::create(b, loc, acc, range.count);
+                scf::YieldOp::create(
+                    b, loc,
+                    ValueRange{e.cmp(arith::CmpIPredicate::ule, hi, row), hi});
+              },
+              [&](OpBuilder &, Location) {
+                Value no =
+                    arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
+                scf::YieldOp::create(b, loc, ValueRange{no, acc});
+              });
+          // Going on: the next request starts at this one's end; done: the
+          // results are the owner and its first row.
+          Value go = next.getResult(0);
+          Value carried =
+              arith::SelectOp::create(b, loc, go, next.getResult(1), acc);
+          scf::ConditionOp::create(b, loc, go, ValueRange{bIdx, carried});
+        },
+        [&](OpBuilder &, Location, ValueRange args) {
+          Value bNext = arith::AddIOp::create(b, loc, args[0], e.idx(1));
+          scf::YieldOp::create(b, loc, ValueRange{bNext, args[1]});
+        });
+    Value owner = walk.getResult(0), lo = walk.getResult(1);
+    e.ifThen(e.cmp(arith::CmpIPredicate::ult, owner, batch), [&] {
+      auto range =
+          e.poolRange(e.loadRequest(o.iro, o.cache, owner, noRowLimit));
+      Value hi = arith::AddIOp::create(b, loc, lo, range.count);
+      CompressLowering::lowerRow(e, o.k, o.gate, o.ape, pooled, o.iro,
+                                 o.cache, numRows, owner, row, lo, hi);
+    });
+  }
+};
+
 } // namespace
 
 void mlir::kpool::populateKPoolToLinalgConversionPatterns(
     RewritePatternSet &patterns) {
   patterns.add<CompressLowering, RingCloseLowering, SeedTailLowering,
-               PoolOffsetsLowering>(patterns.getContext());
+               PoolOffsetsLowering, StepLowering>(patterns.getContext());
 }

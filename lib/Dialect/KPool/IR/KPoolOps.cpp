@@ -282,16 +282,19 @@ private:
 
 /// Reports reads of the memref operands and writes of the memref `outs`.
 /// `outs` are read too unless `initsRead` is false (ring_close overwrites
-/// every element of its outputs).
+/// every element of its outputs), or, with `initRead`, where it says so.
 void getDpsEffects(
     DestinationStyleOpInterface op,
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects,
-    bool initsRead = true) {
+    bool initsRead = true,
+    llvm::function_ref<bool(OpOperand &)> initRead = nullptr) {
   for (OpOperand &operand : op->getOpOperands()) {
     if (!isa<MemRefType>(operand.get().getType()))
       continue;
-    if (initsRead || !op.isDpsInit(&operand))
+    bool read = !op.isDpsInit(&operand) ||
+                (initRead ? initRead(operand) : initsRead);
+    if (read)
       effects.emplace_back(MemoryEffects::Read::get(), &operand, /*stage=*/0,
                            /*effectOnFullRegion=*/true,
                            SideEffects::DefaultResource::get());
@@ -441,6 +444,69 @@ void PoolOffsetsOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
   getDpsEffects(*this, effects);
+}
+
+//===----------------------------------------------------------------------===//
+// StepOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepOp::verify() {
+  OperandChecker c(*this);
+  int64_t kpool = getKpool(), headDim = getHeadDim();
+  if (failed(c.checkGeometry(kpool, headDim)) ||
+      failed(c.checkForm({{getK(), "k"},
+                          {getGate(), "gate"},
+                          {getApe(), "ape"},
+                          {getInputRowOffsets(), "input_row_offsets"},
+                          {getCacheLengths(), "cache_lengths"},
+                          {getSlotIdx(), "slot_idx"},
+                          {getClosed(), "closed"},
+                          {getClosedPool(), "closed_pool"},
+                          {getPoolRowOffsets(), "pool_row_offsets"},
+                          {getPooled(), "pooled"},
+                          {getTail(), "tail"}},
+                         *this)))
+    return failure();
+  FailureOr<int64_t> batch = c.checkRingRequests(
+      getK(), getGate(), getTail(), getInputRowOffsets(), getCacheLengths(),
+      getSlotIdx(), kpool, headDim);
+  if (failed(batch) || failed(c.checkApe(getApe(), kpool, headDim)) ||
+      failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
+      failed(c.checkShape(getClosedPool(), "closed_pool", {ShapedType::kDynamic},
+                          "batch")))
+    return failure();
+  FailureOr<int64_t> all =
+      c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
+                    {getInputRowOffsets(), "input_row_offsets", 1},
+                    {getSlotIdx(), "slot_idx", 0},
+                    {getPoolRowOffsets(), "pool_row_offsets", 1},
+                    {getClosedPool(), "closed_pool", 0}});
+  if (failed(all))
+    return failure();
+  Type elt = c.type(getK()).getElementType();
+  if (failed(c.checkElement(getClosedPool(), "closed_pool",
+                            IntegerType::get(getContext(), 32), "")) ||
+      failed(c.checkShape(getClosed(), "closed", {*all, headDim},
+                          "batch x head_dim")) ||
+      failed(c.checkElement(getClosed(), "closed", elt,
+                            " (the element type of 'k')")) ||
+      failed(c.checkShape(getPooled(), "pooled",
+                          {ShapedType::kDynamic, headDim},
+                          "pools x head_dim")) ||
+      failed(c.checkElement(getPooled(), "pooled", elt,
+                            " (the element type of 'k')")))
+    return failure();
+  return success();
+}
+
+void StepOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  // closed, closed_pool and pool_row_offsets are overwritten whole; pooled
+  // keeps the rows no request claims and the ring is read and written.
+  getDpsEffects(*this, effects, /*initsRead=*/true, [&](OpOperand &operand) {
+    return &operand == &getPooledMutable() || &operand == &getTailMutable();
+  });
 }
 
 #define GET_OP_CLASSES

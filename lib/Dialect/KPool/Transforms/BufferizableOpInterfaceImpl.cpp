@@ -2,7 +2,8 @@
 //
 // The kpool ops are destination-passing: each `outs` tensor bufferizes in
 // place into the result. Inputs are only read. Outputs are read too, except
-// where the op overwrites every element (ring_close), so one-shot
+// where the op overwrites every element (ring_close's, and step's ring_close
+// and pool_offsets outputs), so one-shot
 // bufferization can skip the copy of a fresh init there.
 //
 //===----------------------------------------------------------------------===//
@@ -26,9 +27,16 @@ struct KPoolOpInterface
                                                      OpTy> {
   bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
                               const AnalysisState &state) const {
-    // ring_close writes every row of both outputs.
+    // ring_close writes every row of both outputs; step writes every row
+    // of ring_close's outputs and every entry of pool_row_offsets, and reads
+    // pooled (rows no request claims keep their value) and the ring.
+    if (!cast<DestinationStyleOpInterface>(op).isDpsInit(&operand))
+      return true;
     if (isa<RingCloseOp>(op))
-      return !cast<DestinationStyleOpInterface>(op).isDpsInit(&operand);
+      return false;
+    if (auto step = dyn_cast<StepOp>(op))
+      return &operand == &step.getPooledMutable() ||
+             &operand == &step.getTailMutable();
     return true;
   }
 
@@ -71,6 +79,6 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 void mlir::kpool::registerBufferizableOpInterfaceExternalModels(
     DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, KPoolDialect *) {
-    attach<CompressOp, SeedTailOp, RingCloseOp, PoolOffsetsOp>(ctx);
+    attach<CompressOp, SeedTailOp, RingCloseOp, PoolOffsetsOp, StepOp>(ctx);
   });
 }

@@ -277,4 +277,108 @@ def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// step
+//===----------------------------------------------------------------------===//
+
+def KPool_StepOp : KPool_Op<"step"> {
+  let summary = "one serving step: ring_close, pool_offsets, compress and "
+                "seed_tail in one op";
+  let description = [{
+    Computes exactly what the four-op sequence of a serving step computes on
+    the same operands:
+
+    ```
+    closed, closed_pool = ring_close(tail, k, gate, ape, iro, cache, slots, n)
+    pool_row_offsets    = pool_offsets(iro, cache)
+    pooled              = compress(k, gate, ape, iro, pool_row_offsets, cache)
+    tail                = seed_tail(k, gate, iro, cache, slots, n)
+    ```
+
+    with valid metadata bit for bit, and it lowers to one kernel: one
+    `scf.parallel` (one GPU launch, one parallel region on the CPU) whose
+    iterations are the batch rows (ring_close of request `b`, then
+    seed_tail of request `b`, then entry `b` of `pool_row_offsets`) followed
+    by the rows of `pooled` (compress). `kpool-fuse-step` forms it from the
+    four ops. The ordering hazards of one launch are designed out:
+
+    * ring_close must read a request's ring rows before seed_tail of the
+      same request overwrites them: both run in the same iteration, in that
+      order, and each channel of a ring row is read and written by the same
+      thread (the channel loops are mapped identically), so program order is
+      enough and no barrier is needed. Two live requests that share a slot
+      are bad metadata; as for the separate ops, each ring row then holds a
+      value one of them stores.
+    * pool offsets are a scan across requests: no iteration waits for
+      another. Entry `b` of `pool_row_offsets` sums the pool counts of the
+      requests before `b`, and a row of `pooled` finds the request that owns
+      it by walking the counts, so each costs `O(B)` metadata reads (an
+      `O(B)` scan per block is the planned refinement). The rows a request
+      owns are those of the 64-bit prefix sums, which equal the 32-bit
+      `pool_row_offsets` whenever the total is below 2^32 (host validation
+      guarantees it; the separate ops' `pool_offsets` wraps).
+
+    The guards of the four ops hold unchanged (docs/semantics.md, "Bad
+    input"); each part checks its own operands' extents as its op does.
+
+    Operands, in order: `k` and `gate` `[T_total, head_dim]`, `ape`
+    `[kpool, head_dim]` f32, `input_row_offsets` `[B+1]`, `cache_lengths`
+    `[B]`, `slot_idx` `[B]`, `num_requests` (i32); `outs`: `closed`
+    `[B, head_dim]` and `closed_pool` `[B]` i32 (ring_close's outputs, every
+    row written), `pool_row_offsets` `[B+1]` (every entry written), `pooled`
+    `[P, head_dim]` (rows no request claims keep their value) and `tail`
+    `[max_slots, 2, R, head_dim]` (read and written). On tensors the results
+    are the updated outs, in that order.
+
+    Example:
+
+    ```mlir
+    %closed, %ids, %pro, %pooled, %ring = kpool.step kpool(4) head_dim(128)
+        ins(%k, %gate, %ape, %iro, %cache, %slots
+            : tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<4x128xf32>,
+              tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+        num_requests(%n)
+        outs(%cinit, %idinit, %proinit, %pinit, %tail
+             : tensor<?x128xbf16>, tensor<?xi32>, tensor<?xui32>,
+               tensor<?x128xbf16>, tensor<?x2x4x128xbf16>)
+        -> tensor<?x128xbf16>, tensor<?xi32>, tensor<?xui32>,
+           tensor<?x128xbf16>, tensor<?x2x4x128xbf16>
+    ```
+  }];
+  let arguments = !con(KPool_GeometryArgs, (ins
+      KPool_TensorOrMemRef:$k,
+      KPool_TensorOrMemRef:$gate,
+      KPool_TensorOrMemRef:$ape,
+      KPool_TensorOrMemRef:$input_row_offsets,
+      KPool_TensorOrMemRef:$cache_lengths,
+      KPool_TensorOrMemRef:$slot_idx,
+      I32:$num_requests,
+      KPool_TensorOrMemRef:$closed,
+      KPool_TensorOrMemRef:$closed_pool,
+      KPool_TensorOrMemRef:$pool_row_offsets,
+      KPool_TensorOrMemRef:$pooled,
+      KPool_TensorOrMemRef:$tail));
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+  let assemblyFormat = [{
+    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
+    `ins` `(` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
+              $cache_lengths `,` $slot_idx
+          `:` type($k) `,` type($gate) `,` type($ape) `,`
+              type($input_row_offsets) `,` type($cache_lengths) `,`
+              type($slot_idx) `)`
+    `num_requests` `(` $num_requests `)`
+    `outs` `(` $closed `,` $closed_pool `,` $pool_row_offsets `,` $pooled `,`
+               $tail
+           `:` type($closed) `,` type($closed_pool) `,`
+               type($pool_row_offsets) `,` type($pooled) `,` type($tail) `)`
+    attr-dict (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return ::mlir::MutableOperandRange(getOperation(),
+          getClosedMutable().getOperandNumber(), 5);
+    }
+  }];
+}
+
 #endif // KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_TD

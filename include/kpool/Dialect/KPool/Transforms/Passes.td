@@ -36,6 +36,25 @@ def KPoolVectorizePoolRowsPass : Pass<"kpool-vectorize-pool-rows"> {
   ];
 }
 
+def KPoolFuseStepPass : Pass<"kpool-fuse-step"> {
+  let summary = "Fuse a serving step's four ops into kpool.step";
+  let description = [{
+    Replaces `kpool.ring_close`, `kpool.pool_offsets`, `kpool.compress` and
+    `kpool.seed_tail` of one serving step by one `kpool.step`, which lowers
+    to one kernel (one GPU launch). The four ops are a step when they are in
+    one block and share `kpool`, `head_dim`, `k`, `gate`,
+    `input_row_offsets` and `cache_lengths`; ring_close and seed_tail also
+    share `slot_idx`, `num_requests` and the ring (ring_close's `tail` is
+    seed_tail's `outs`), compress and ring_close share `ape`, and compress
+    reads the offsets that pool_offsets produces. The fused op goes where
+    the last of them is, and only when that moves nothing observable: on
+    tensors no result of the four is used before that point; on buffers
+    ring_close comes before seed_tail (it reads the ring that seed_tail
+    overwrites) and no other op between them has memory effects. Anything
+    else is left as it is.
+  }];
+}
+
 def KPoolMapToGPUPass : Pass<"kpool-map-to-gpu", "::mlir::func::FuncOp"> {
   let summary = "Map the parallel loops of lowered kpool ops to gpu.launch";
   let description = [{
