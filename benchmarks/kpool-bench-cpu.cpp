@@ -12,7 +12,7 @@
 
 #include "Measure.h"
 #include "Reference/Reference.h"
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/Jit.h"
 
 #include <algorithm>
 #include <chrono>
@@ -44,6 +44,7 @@ std::shared_ptr<KernelSet> kernels(ElementType type, int64_t D, int64_t K,
   c.kpool = K;
   c.openmp = openmp;
   Status s;
+  kpool::registerJitCompiler(); // KernelSet::get JIT-compiles
   auto set = KernelSet::get(c, s);
   die(s);
   return set;

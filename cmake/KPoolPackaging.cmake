@@ -78,7 +78,7 @@ add_library(kpool_passes INTERFACE)
 target_link_libraries(kpool_passes INTERFACE kpool_dialect
   KPoolRegistration KPoolPipelines MLIRKPoolToLinalg MLIR LLVM)
 add_library(kpool_runtime INTERFACE)
-target_link_libraries(kpool_runtime INTERFACE kpool_passes KPoolRuntime
+target_link_libraries(kpool_runtime INTERFACE kpool_passes KPoolRuntimeJit
   MLIR LLVM)
 foreach(_kpool_umbrella dialect passes runtime)
   target_include_directories(kpool_${_kpool_umbrella} INTERFACE
@@ -145,7 +145,7 @@ install(DIRECTORY
   ${KPOOL_SOURCE_DIR}/include/kpool
   ${KPOOL_SOURCE_DIR}/include/kpool-c
   DESTINATION ${KPOOL_INSTALL_INCLUDE_DIR}
-  FILES_MATCHING PATTERN "*.h" PATTERN "*.td")
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.def" PATTERN "*.td")
 install(DIRECTORY
   ${KPOOL_BINARY_DIR}/include/kpool
   ${KPOOL_BINARY_DIR}/include/kpool-c

@@ -18,7 +18,7 @@
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
 #include "kpool/InitAll.h"
 #include "kpool/Pipelines/Pipelines.h"
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/Jit.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -230,6 +230,7 @@ int main() {
   config.headDim = kHeadDim;
   config.kpool = kPool;
   ::kpool::Status status;
+  ::kpool::registerJitCompiler(); // KernelSet::get JIT-compiles
   auto kernels = ::kpool::KernelSet::get(config, status);
   if (!kernels) {
     std::fprintf(stderr, "KernelSet: %s\n", status.message().c_str());

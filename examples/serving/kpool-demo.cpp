@@ -12,8 +12,8 @@
 #include "Reference/Float.h"
 #include "Reference/Reference.h"
 #include "Reference/VerifySchedule.h"
+#include "kpool/Runtime/Jit.h"
 #include "kpool/Runtime/PoolStore.h"
-#include "kpool/Runtime/Runtime.h"
 
 #include <cmath>
 #include <cstdio>
@@ -93,6 +93,7 @@ int main(int argc, char **argv) {
   config.kpool = K;
   config.openmp = opt.openmp;
   Status status;
+  kpool::registerJitCompiler(); // KernelSet::get JIT-compiles
   std::shared_ptr<KernelSet> kernels = KernelSet::get(config, status);
   if (!kernels) {
     std::fprintf(stderr, "kpool-demo: %s\n", status.message().c_str());

@@ -1,9 +1,12 @@
 /*===- kpool-c/Runtime.h - C API of the kpool runtime -------------*- C -*-===*\
 |*                                                                            *|
-|* The four kpool kernels, JIT-compiled once per (element type, head_dim,    *|
-|* kpool) and run on caller-owned strided buffers (KPoolView), and the pool  *|
-|* store that runs ring_close, compress and seed_tail for calls of any       *|
-|* shape. This is what the Python package binds with ctypes.                 *|
+|* The kpool kernels, compiled once per (target, element type, head_dim,    *|
+|* kpool) -- JIT-compiled for the CPU, or precompiled kernels registered in  *|
+|* the process (kpool-aot) -- and run on caller-owned strided buffers        *|
+|* (KPoolView), and the pool store that runs ring_close, compress and        *|
+|* seed_tail for calls of any shape. The kernel ABI (every kernel's operands *|
+|* in order) can be read at run time. This is what the Python package binds  *|
+|* with ctypes.                                                               *|
 |*                                                                            *|
 |* Errors. No function here aborts on bad input. A function that can fail    *|
 |* returns NULL on success or a KPoolError the caller must free with         *|
@@ -58,19 +61,39 @@ KPOOL_CAPI_EXPORTED const char *kpoolElementTypeName(KPoolElementType type);
  * Kernel sets
  *===----------------------------------------------------------------------===*/
 
-/// The four kernels compiled for one configuration (CPU target).
+/// The kernels compiled for one configuration.
 typedef struct KPoolKernelSet KPoolKernelSet;
 
-/// Compiles the kernels for keys of `elementType`, `headDim` channels and
-/// `kpool` tokens per pool, or takes them from the process-wide cache when
-/// an identical configuration was compiled before. `openmp` runs pooled rows
-/// and requests on OpenMP threads; `vectorSize` is the number of channels per
-/// vector in the pooled-row loops (16 is the default of the C++ API, 0 keeps
-/// them scalar). On success stores a new handle in `*result`.
+/// Where the kernels run. Views are host memory for the CPU and device
+/// memory for CUDA.
+typedef enum KPoolTarget {
+  KPOOL_TARGET_CPU = 0,
+  KPOOL_TARGET_CUDA = 1,
+} KPoolTarget;
+
+/// Compiles the CPU kernels for keys of `elementType`, `headDim` channels
+/// and `kpool` tokens per pool, or takes them from the process-wide cache
+/// when an identical configuration was compiled (or precompiled kernels
+/// were registered) before. `openmp` runs pooled rows and requests on
+/// OpenMP threads; `vectorSize` is the number of channels per vector in the
+/// pooled-row loops (16 is the default of the C++ API, 0 keeps them
+/// scalar). On success stores a new handle in `*result`. The same as
+/// kpoolKernelSetCreateForTarget with KPOOL_TARGET_CPU.
 KPOOL_CAPI_EXPORTED KPoolError *
 kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
                      int64_t kpool, bool openmp, int64_t vectorSize,
                      KPoolKernelSet **result);
+
+/// Like kpoolKernelSetCreate, for `target`. The CPU target JIT-compiles
+/// configurations that have no precompiled kernels; the CUDA target only
+/// takes precompiled kernels registered in the process (kpool-aot
+/// --target=cuda and its generated registration function) and fails with
+/// a message naming the configuration when there are none. `openmp` and
+/// `vectorSize` mean nothing for CUDA (pass false and 0).
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolKernelSetCreateForTarget(KPoolTarget target, KPoolElementType elementType,
+                              int64_t headDim, int64_t kpool, bool openmp,
+                              int64_t vectorSize, KPoolKernelSet **result);
 
 /// A kernel set with only the pool_offsets kernel for `kpool` (it depends on
 /// nothing else): one small kernel to compile, for callers that only need
@@ -91,6 +114,8 @@ KPOOL_CAPI_EXPORTED int64_t
 kpoolKernelSetGetHeadDim(const KPoolKernelSet *kernels);
 KPOOL_CAPI_EXPORTED int64_t
 kpoolKernelSetGetKPool(const KPoolKernelSet *kernels);
+/// The set's target; -1 for a NULL set.
+KPOOL_CAPI_EXPORTED int kpoolKernelSetGetTarget(const KPoolKernelSet *kernels);
 
 // The ops, operands in the order of the C++ KernelSet (outputs first). With
 // `validate` false the host-side checks of the metadata values are skipped
@@ -129,6 +154,53 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
                  const KPoolView *inputRowOffsets,
                  const KPoolView *cacheLengths, bool validate);
+
+/*===----------------------------------------------------------------------===*
+ * The kernel ABI
+ *===----------------------------------------------------------------------===*/
+
+/// How a kernel uses an operand.
+typedef enum KPoolOperandRole {
+  KPOOL_OPERAND_OUTPUT = 0, ///< a view the kernel writes
+  KPOOL_OPERAND_INPUT = 1,  ///< a view the kernel reads
+  KPOOL_OPERAND_SCALAR = 2, ///< a value (int32_t for KPOOL_KIND_I32)
+} KPoolOperandRole;
+
+/// What an operand's elements are.
+typedef enum KPoolOperandKind {
+  KPOOL_KIND_ELEMENT = 0, ///< the kernel set's element type
+  KPOOL_KIND_U32 = 1,     ///< metadata: 32-bit unsigned
+  KPOOL_KIND_I32 = 2,
+  KPOOL_KIND_F32 = 3,
+} KPoolOperandKind;
+
+/// One operand of a kernel.
+typedef struct KPoolOperandInfo {
+  const char *name; ///< e.g. "input_row_offsets"
+  int32_t role;     ///< a KPoolOperandRole
+  int32_t rank;     ///< 0 for a scalar
+  int32_t kind;     ///< a KPoolOperandKind
+  /// "d0xd1x...": '?' any extent, 'D' head_dim, 'K' kpool or a number.
+  const char *shape;
+} KPoolOperandInfo;
+
+/// One kernel: the C function that runs it takes the kernel set, then one
+/// argument per operand in this order (const KPoolView * for views, the
+/// value for scalars), then `bool validate`, and returns a KPoolError *.
+typedef struct KPoolKernelInfo {
+  const char *name;         ///< the op, e.g. "compress" (kpool.compress)
+  const char *capiFunction; ///< e.g. "kpoolCompress"
+  int64_t numOperands;
+  const KPoolOperandInfo *operands;
+} KPoolKernelInfo;
+
+/// How many kernels there are.
+KPOOL_CAPI_EXPORTED int64_t kpoolKernelAbiGetNumKernels(void);
+
+/// Kernel `index` (0 <= index < kpoolKernelAbiGetNumKernels()), or NULL.
+/// Static storage: valid for the life of the process.
+KPOOL_CAPI_EXPORTED const KPoolKernelInfo *
+kpoolKernelAbiGetKernel(int64_t index);
 
 /*===----------------------------------------------------------------------===*
  * Pool stores

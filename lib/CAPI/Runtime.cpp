@@ -9,8 +9,10 @@
 
 #include "kpool-c/Runtime.h"
 
+#include "kpool/Runtime/Jit.h"
+#include "kpool/Runtime/KernelABI.h"
+#include "kpool/Runtime/KernelSet.h"
 #include "kpool/Runtime/PoolStore.h"
-#include "kpool/Runtime/Runtime.h"
 
 #include <cstring>
 #include <memory>
@@ -88,6 +90,9 @@ static KPoolError *getKernelSet(const char *what,
                                 const kpool::KernelConfig &config,
                                 KPoolKernelSet **result) {
   kpool::Status status;
+  // The C API can JIT CPU kernels: libKPoolCAPI.so links the JIT.
+  if (config.target == kpool::Target::CPU)
+    kpool::registerJitCompiler();
   std::shared_ptr<kpool::KernelSet> kernels =
       kpool::KernelSet::get(config, status);
   if (!kernels)
@@ -97,13 +102,25 @@ static KPoolError *getKernelSet(const char *what,
   return nullptr;
 }
 
-static KPoolError *kpoolKernelSetCreateImpl(int elementType, int64_t headDim,
-                                            int64_t kpool, bool openmp,
-                                            int64_t vectorSize,
+/// The value a C caller passed as a KPoolTarget (any int, as for element
+/// types).
+static int rawTarget(const KPoolTarget &target) {
+  int raw;
+  static_assert(sizeof(raw) == sizeof(target), "enum is int-sized");
+  std::memcpy(&raw, &target, sizeof raw);
+  return raw;
+}
+
+static KPoolError *kpoolKernelSetCreateImpl(int target, int elementType,
+                                            int64_t headDim, int64_t kpool,
+                                            bool openmp, int64_t vectorSize,
                                             KPoolKernelSet **result) {
   if (!result)
     return makeError("kernel set: the result pointer is null");
   *result = nullptr;
+  if (target != KPOOL_TARGET_CPU && target != KPOOL_TARGET_CUDA)
+    return makeError("kernel set: target " + std::to_string(target) +
+                     " is not one of KPOOL_TARGET_CPU, KPOOL_TARGET_CUDA");
   if (!isElementType(elementType))
     return makeError("kernel set: element type " + std::to_string(elementType) +
                      " is not one of KPOOL_BF16, KPOOL_F16, KPOOL_F32");
@@ -117,6 +134,8 @@ static KPoolError *kpoolKernelSetCreateImpl(int elementType, int64_t headDim,
   config.elementType = static_cast<KPoolElementType>(elementType);
   config.headDim = headDim;
   config.kpool = kpool;
+  config.target =
+      target == KPOOL_TARGET_CUDA ? kpool::Target::CUDA : kpool::Target::CPU;
   config.openmp = openmp;
   config.vectorSize = vectorSize;
   return getKernelSet("kernel set", config, result);
@@ -126,7 +145,20 @@ KPoolError *kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
                                  int64_t kpool, bool openmp, int64_t vectorSize,
                                  KPoolKernelSet **result) {
   return guard("kernel set", [&] {
-    return kpoolKernelSetCreateImpl(rawElementType(elementType), headDim, kpool,
+    return kpoolKernelSetCreateImpl(KPOOL_TARGET_CPU,
+                                    rawElementType(elementType), headDim, kpool,
+                                    openmp, vectorSize, result);
+  });
+}
+
+KPoolError *kpoolKernelSetCreateForTarget(KPoolTarget target,
+                                          KPoolElementType elementType,
+                                          int64_t headDim, int64_t kpool,
+                                          bool openmp, int64_t vectorSize,
+                                          KPoolKernelSet **result) {
+  return guard("kernel set", [&] {
+    return kpoolKernelSetCreateImpl(rawTarget(target),
+                                    rawElementType(elementType), headDim, kpool,
                                     openmp, vectorSize, result);
   });
 }
@@ -168,6 +200,13 @@ int64_t kpoolKernelSetGetHeadDim(const KPoolKernelSet *kernels) {
 int64_t kpoolKernelSetGetKPool(const KPoolKernelSet *kernels) {
   return live(kernels) ? kernels->kernels->config().kpool : -1;
 }
+int kpoolKernelSetGetTarget(const KPoolKernelSet *kernels) {
+  if (!live(kernels))
+    return -1;
+  return kernels->kernels->config().target == kpool::Target::CUDA
+             ? KPOOL_TARGET_CUDA
+             : KPOOL_TARGET_CPU;
+}
 
 /// Checks what the C++ validator takes for granted: the operand exists and
 /// its rank fits a KPoolView.
@@ -198,23 +237,21 @@ static kpool::Validation validation(bool validate) {
   return validate ? kpool::Validation::Check : kpool::Validation::Trust;
 }
 
-static KPoolError *kpoolCompressImpl(const KPoolKernelSet *kernels,
-                                     const KPoolView *pooled,
-                                     const KPoolView *k, const KPoolView *gate,
-                                     const KPoolView *ape, const KPoolView *iro,
-                                     const KPoolView *pro,
-                                     const KPoolView *cache, bool validate) {
-  const char *op = "compress";
-  KPOOL_CHECK(checkKernels(op, kernels));
-  KPOOL_CHECK(checkView(op, "pooled", pooled));
-  KPOOL_CHECK(checkView(op, "k", k));
-  KPOOL_CHECK(checkView(op, "gate", gate));
-  KPOOL_CHECK(checkView(op, "ape", ape));
-  KPOOL_CHECK(checkView(op, "input_row_offsets", iro));
-  KPOOL_CHECK(checkView(op, "pool_row_offsets", pro));
-  KPOOL_CHECK(checkView(op, "cache_lengths", cache));
-  return wrap(kernels->kernels->compress(*pooled, *k, *gate, *ape, *iro, *pro,
-                                         *cache, validation(validate)));
+/// Runs kernel `id` of `kernels` through `call` once the kernel set and
+/// every view operand (`views`, in the kernel ABI's order) are checked.
+template <typename Call>
+static KPoolError *
+runKernel(kpool::abi::KernelId id, const KPoolKernelSet *kernels,
+          std::initializer_list<const KPoolView *> views, Call &&call) {
+  const kpool::abi::Kernel &kernel = kpool::abi::kernel(id);
+  return guard(kernel.name, [&]() -> KPoolError * {
+    KPOOL_CHECK(checkKernels(kernel.name, kernels));
+    const KPoolView *const *view = views.begin();
+    for (int i = 0; i < kernel.numOperands; ++i)
+      if (kernel.operands[i].role != kpool::abi::Role::Scalar)
+        KPOOL_CHECK(checkView(kernel.name, kernel.operands[i].name, *view++));
+    return wrap(call(*kernels->kernels));
+  });
 }
 
 KPoolError *kpoolCompress(const KPoolKernelSet *kernels,
@@ -222,27 +259,12 @@ KPoolError *kpoolCompress(const KPoolKernelSet *kernels,
                           const KPoolView *gate, const KPoolView *ape,
                           const KPoolView *iro, const KPoolView *pro,
                           const KPoolView *cache, bool validate) {
-  return guard("compress", [&] {
-    return kpoolCompressImpl(kernels, pooled, k, gate, ape, iro, pro, cache,
-                             validate);
-  });
-}
-
-static KPoolError *
-kpoolSeedTailImpl(const KPoolKernelSet *kernels, const KPoolView *tail,
-                  const KPoolView *k, const KPoolView *gate,
-                  const KPoolView *iro, const KPoolView *cache,
-                  const KPoolView *slots, int32_t numRequests, bool validate) {
-  const char *op = "seed_tail";
-  KPOOL_CHECK(checkKernels(op, kernels));
-  KPOOL_CHECK(checkView(op, "tail", tail));
-  KPOOL_CHECK(checkView(op, "k", k));
-  KPOOL_CHECK(checkView(op, "gate", gate));
-  KPOOL_CHECK(checkView(op, "input_row_offsets", iro));
-  KPOOL_CHECK(checkView(op, "cache_lengths", cache));
-  KPOOL_CHECK(checkView(op, "slot_idx", slots));
-  return wrap(kernels->kernels->seedTail(*tail, *k, *gate, *iro, *cache, *slots,
-                                         numRequests, validation(validate)));
+  return runKernel(kpool::abi::KernelId::Compress, kernels,
+                   {pooled, k, gate, ape, iro, pro, cache},
+                   [&](const kpool::KernelSet &set) {
+                     return set.compress(*pooled, *k, *gate, *ape, *iro, *pro,
+                                         *cache, validation(validate));
+                   });
 }
 
 KPoolError *kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
@@ -250,33 +272,12 @@ KPoolError *kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
                           const KPoolView *iro, const KPoolView *cache,
                           const KPoolView *slots, int32_t numRequests,
                           bool validate) {
-  return guard("seed_tail", [&] {
-    return kpoolSeedTailImpl(kernels, tail, k, gate, iro, cache, slots,
-                             numRequests, validate);
-  });
-}
-
-static KPoolError *
-kpoolRingCloseImpl(const KPoolKernelSet *kernels, const KPoolView *pooled,
-                   const KPoolView *closed, const KPoolView *tail,
-                   const KPoolView *k, const KPoolView *gate,
-                   const KPoolView *ape, const KPoolView *iro,
-                   const KPoolView *cache, const KPoolView *slots,
-                   int32_t numRequests, bool validate) {
-  const char *op = "ring_close";
-  KPOOL_CHECK(checkKernels(op, kernels));
-  KPOOL_CHECK(checkView(op, "pooled", pooled));
-  KPOOL_CHECK(checkView(op, "closed_pool", closed));
-  KPOOL_CHECK(checkView(op, "tail", tail));
-  KPOOL_CHECK(checkView(op, "k", k));
-  KPOOL_CHECK(checkView(op, "gate", gate));
-  KPOOL_CHECK(checkView(op, "ape", ape));
-  KPOOL_CHECK(checkView(op, "input_row_offsets", iro));
-  KPOOL_CHECK(checkView(op, "cache_lengths", cache));
-  KPOOL_CHECK(checkView(op, "slot_idx", slots));
-  return wrap(kernels->kernels->ringClose(*pooled, *closed, *tail, *k, *gate,
-                                          *ape, *iro, *cache, *slots,
-                                          numRequests, validation(validate)));
+  return runKernel(kpool::abi::KernelId::SeedTail, kernels,
+                   {tail, k, gate, iro, cache, slots},
+                   [&](const kpool::KernelSet &set) {
+                     return set.seedTail(*tail, *k, *gate, *iro, *cache, *slots,
+                                         numRequests, validation(validate));
+                   });
 }
 
 KPoolError *kpoolRingClose(const KPoolKernelSet *kernels,
@@ -286,31 +287,71 @@ KPoolError *kpoolRingClose(const KPoolKernelSet *kernels,
                            const KPoolView *iro, const KPoolView *cache,
                            const KPoolView *slots, int32_t numRequests,
                            bool validate) {
-  return guard("ring_close", [&] {
-    return kpoolRingCloseImpl(kernels, pooled, closed, tail, k, gate, ape, iro,
-                              cache, slots, numRequests, validate);
-  });
-}
-
-static KPoolError *kpoolPoolOffsetsImpl(const KPoolKernelSet *kernels,
-                                        const KPoolView *pro,
-                                        const KPoolView *iro,
-                                        const KPoolView *cache, bool validate) {
-  const char *op = "pool_offsets";
-  KPOOL_CHECK(checkKernels(op, kernels));
-  KPOOL_CHECK(checkView(op, "pool_row_offsets", pro));
-  KPOOL_CHECK(checkView(op, "input_row_offsets", iro));
-  KPOOL_CHECK(checkView(op, "cache_lengths", cache));
-  return wrap(
-      kernels->kernels->poolOffsets(*pro, *iro, *cache, validation(validate)));
+  return runKernel(kpool::abi::KernelId::RingClose, kernels,
+                   {pooled, closed, tail, k, gate, ape, iro, cache, slots},
+                   [&](const kpool::KernelSet &set) {
+                     return set.ringClose(*pooled, *closed, *tail, *k, *gate,
+                                          *ape, *iro, *cache, *slots,
+                                          numRequests, validation(validate));
+                   });
 }
 
 KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
                              const KPoolView *pro, const KPoolView *iro,
                              const KPoolView *cache, bool validate) {
-  return guard("pool_offsets", [&] {
-    return kpoolPoolOffsetsImpl(kernels, pro, iro, cache, validate);
-  });
+  return runKernel(kpool::abi::KernelId::PoolOffsets, kernels,
+                   {pro, iro, cache}, [&](const kpool::KernelSet &set) {
+                     return set.poolOffsets(*pro, *iro, *cache,
+                                            validation(validate));
+                   });
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel ABI
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The kernel ABI table in the C API's types, built once.
+struct AbiTable {
+  std::vector<KPoolOperandInfo> operands;
+  std::vector<KPoolKernelInfo> kernels;
+  AbiTable() {
+    size_t total = 0;
+    for (const kpool::abi::Kernel &k : kpool::abi::kernels)
+      total += k.numOperands;
+    operands.reserve(total); // stable addresses for the kernels' pointers
+    for (const kpool::abi::Kernel &k : kpool::abi::kernels) {
+      const KPoolOperandInfo *first = operands.data() + operands.size();
+      for (int i = 0; i < k.numOperands; ++i) {
+        const kpool::abi::Operand &o = k.operands[i];
+        operands.push_back({o.name, static_cast<int32_t>(o.role), o.rank,
+                            static_cast<int32_t>(o.kind), o.shape});
+      }
+      kernels.push_back({k.name, k.capiFunction, k.numOperands, first});
+    }
+  }
+};
+// The C enums are the C++ ones.
+static_assert(int(kpool::abi::Role::Output) == KPOOL_OPERAND_OUTPUT &&
+              int(kpool::abi::Role::Input) == KPOOL_OPERAND_INPUT &&
+              int(kpool::abi::Role::Scalar) == KPOOL_OPERAND_SCALAR);
+static_assert(int(kpool::abi::Kind::Element) == KPOOL_KIND_ELEMENT &&
+              int(kpool::abi::Kind::U32) == KPOOL_KIND_U32 &&
+              int(kpool::abi::Kind::I32) == KPOOL_KIND_I32 &&
+              int(kpool::abi::Kind::F32) == KPOOL_KIND_F32);
+
+const AbiTable &abiTable() {
+  static const AbiTable *table = new AbiTable;
+  return *table;
+}
+} // namespace
+
+int64_t kpoolKernelAbiGetNumKernels(void) { return kpool::abi::numKernels; }
+
+const KPoolKernelInfo *kpoolKernelAbiGetKernel(int64_t index) {
+  if (index < 0 || index >= kpool::abi::numKernels)
+    return nullptr;
+  return &abiTable().kernels[index];
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,5 +1,9 @@
 """ctypes bindings of libKPoolCAPI.so (kpool-c/View.h, kpool-c/Runtime.h).
 
+The kernels' C functions (kpoolCompress, ...) are declared from the kernel
+ABI the library describes (kpoolKernelAbiGetKernel): :func:`kernels` lists
+each kernel's operands in call order, with their role, rank and kind.
+
 The library is looked up, in order:
 
 1. ``$KPOOL_CAPI_LIB``: the path of the library file itself (when set, the
@@ -12,6 +16,7 @@ The library is looked up, in order:
 It is loaded on first use, so ``kpool.reference`` works without it.
 """
 
+import collections
 import ctypes
 import os
 import threading
@@ -25,6 +30,28 @@ MAX_RANK = 4
 BF16 = 0
 F16 = 1
 F32 = 2
+
+# KPoolTarget
+TARGET_CPU = 0
+TARGET_CUDA = 1
+
+# KPoolOperandRole
+OUTPUT = 0
+INPUT = 1
+SCALAR = 2
+
+# KPoolOperandKind
+KIND_ELEMENT = 0
+KIND_U32 = 1
+KIND_I32 = 2
+KIND_F32 = 3
+
+#: One operand of a kernel: ``name``, ``role`` (OUTPUT, INPUT, SCALAR),
+#: ``rank``, ``kind`` (KIND_*) and ``shape`` ("?xD": '?' any extent, 'D'
+#: head_dim, 'K' kpool).
+Operand = collections.namedtuple("Operand", "name role rank kind shape")
+#: One kernel: the op's ``name``, its C function and its operands in order.
+Kernel = collections.namedtuple("Kernel", "name capi_function operands")
 
 
 class KPoolError(ValueError):
@@ -53,6 +80,29 @@ class View(ctypes.Structure):
     ]
 
 
+class _OperandInfo(ctypes.Structure):
+    """KPoolOperandInfo."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("role", ctypes.c_int32),
+        ("rank", ctypes.c_int32),
+        ("kind", ctypes.c_int32),
+        ("shape", ctypes.c_char_p),
+    ]
+
+
+class _KernelInfo(ctypes.Structure):
+    """KPoolKernelInfo."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("capiFunction", ctypes.c_char_p),
+        ("numOperands", ctypes.c_int64),
+        ("operands", ctypes.POINTER(_OperandInfo)),
+    ]
+
+
 class ProducedPoolStruct(ctypes.Structure):
     """KPoolProducedPool."""
 
@@ -67,6 +117,7 @@ _ErrorP = ctypes.c_void_p
 _ViewP = ctypes.POINTER(View)
 _lock = threading.Lock()
 _lib = None
+_kernels = None
 
 
 def candidate_paths():
@@ -99,16 +150,21 @@ def _declare(lib):
     fn("kpoolElementTypeName", ctypes.c_char_p, ctypes.c_int)
     fn("kpoolKernelSetCreate", _ErrorP, ctypes.c_int, c_int64, c_int64,
        c_bool, c_int64, ctypes.POINTER(c_void_p))
+    fn("kpoolKernelSetCreateForTarget", _ErrorP, ctypes.c_int, ctypes.c_int,
+       c_int64, c_int64, c_bool, c_int64, ctypes.POINTER(c_void_p))
     fn("kpoolPoolOffsetsKernelCreate", _ErrorP, c_int64,
        ctypes.POINTER(c_void_p))
     fn("kpoolKernelSetDestroy", None, c_void_p)
-    fn("kpoolCompress", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, _ViewP,
-       _ViewP, _ViewP, _ViewP, c_bool)
-    fn("kpoolSeedTail", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, _ViewP,
-       _ViewP, _ViewP, c_int32, c_bool)
-    fn("kpoolRingClose", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, _ViewP,
-       _ViewP, _ViewP, _ViewP, _ViewP, _ViewP, c_int32, c_bool)
-    fn("kpoolPoolOffsets", _ErrorP, c_void_p, _ViewP, _ViewP, _ViewP, c_bool)
+    fn("kpoolKernelSetGetTarget", ctypes.c_int, c_void_p)
+    fn("kpoolKernelAbiGetNumKernels", c_int64)
+    fn("kpoolKernelAbiGetKernel", ctypes.POINTER(_KernelInfo), c_int64)
+    # The kernels: (kernel set, one argument per operand, validate).
+    scalar = {KIND_I32: c_int32, KIND_F32: ctypes.c_float}
+    table = _read_kernels(lib)
+    for kernel in table.values():
+        fn(kernel.capi_function, _ErrorP, c_void_p,
+           *[scalar[o.kind] if o.role == SCALAR else _ViewP
+             for o in kernel.operands], c_bool)
     fn("kpoolPoolStoreCreate", _ErrorP, c_void_p, c_int64,
        ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
     fn("kpoolPoolStoreCreateWithWindow", _ErrorP, c_void_p, c_int64,
@@ -128,11 +184,25 @@ def _declare(lib):
     fn("kpoolPoolStoreCopyPools", _ErrorP, c_void_p, c_uint32, c_int64,
        c_int64, _ViewP)
     fn("kpoolPoolStoreReset", _ErrorP, c_void_p, c_uint32)
+    return table
+
+
+def _read_kernels(lib):
+    """The kernel ABI table of `lib`: op name -> Kernel."""
+    table = {}
+    for i in range(lib.kpoolKernelAbiGetNumKernels()):
+        info = lib.kpoolKernelAbiGetKernel(i).contents
+        operands = tuple(
+            Operand(o.name.decode(), o.role, o.rank, o.kind, o.shape.decode())
+            for o in info.operands[:info.numOperands])
+        name = info.name.decode()
+        table[name] = Kernel(name, info.capiFunction.decode(), operands)
+    return table
 
 
 def load():
     """Returns the loaded library, loading it on first use."""
-    global _lib
+    global _lib, _kernels
     with _lock:
         if _lib is not None:
             return _lib
@@ -146,7 +216,7 @@ def load():
             except OSError as e:
                 tried.append(f"{path} ({e})")
                 continue
-            _declare(lib)
+            _kernels = _declare(lib)
             _lib = lib
             return lib
         raise LibraryNotFoundError(
@@ -154,6 +224,12 @@ def load():
             f"(e.g. <build>/lib/{LIBRARY_NAME}) or use an installed package "
             f"(<prefix>/python with <prefix>/lib). Tried:\n  "
             + "\n  ".join(tried))
+
+
+def kernels():
+    """The kernel ABI: op name -> :data:`Kernel` (loads the library)."""
+    load()
+    return _kernels
 
 
 def library_path():

@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 _ETYPE_CODES = {"bf16": _capi.BF16, "f16": _capi.F16, "f32": _capi.F32}
+_TARGET_CODES = {"cpu": _capi.TARGET_CPU, "cuda": _capi.TARGET_CUDA}
 
 #: One pool a :meth:`PoolStore.step` produced: its request's ring ``slot``,
 #: its ``pool`` id (absolute positions ``[pool*K, (pool+1)*K)``) and whether
@@ -44,17 +45,23 @@ _ETYPE_CODES = {"bf16": _capi.BF16, "f16": _capi.F16, "f32": _capi.F32}
 ProducedPool = collections.namedtuple("ProducedPool", "slot pool from_ring")
 
 
-def _view(op, name, array, dtype, rank, writable=False):
-    """A KPoolView of `array` (no copy); checks dtype, rank and strides."""
+def _array(op, name, array, rank, dtype=None):
+    """Checks that `array` is a numpy array (of `dtype`, when given) with
+    `rank` dimensions."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{op}: '{name}' must be a numpy array, got "
                         f"{type(array).__name__}")
-    if array.dtype != dtype:
+    if dtype is not None and array.dtype != dtype:
         raise TypeError(f"{op}: '{name}' must have dtype {dtype}, got "
                         f"{array.dtype}")
     if array.ndim != rank:
         raise KPoolError(f"{op}: '{name}' must have rank {rank}, got shape "
                          f"{list(array.shape)}")
+
+
+def _view(op, name, array, dtype, rank, writable=False):
+    """A KPoolView of `array` (no copy); checks dtype, rank and strides."""
+    _array(op, name, array, rank, dtype)
     if writable and not array.flags.writeable:
         raise KPoolError(f"{op}: '{name}' is written but the array is "
                          "read-only")
@@ -163,32 +170,47 @@ def _bool(op, name, value):
     return bool(value)
 
 
-def _config(op, dtype, head_dim, kpool, openmp, vector_size):
-    """The checked (element type, head_dim, kpool, openmp, vector_size)."""
+def _target(op, target):
+    if not isinstance(target, str) or target not in _TARGET_CODES:
+        raise KPoolError(f"{op}: target must be one of "
+                         + ", ".join(repr(t) for t in _TARGET_CODES)
+                         + f", got {target!r}")
+    return target
+
+
+def _config(op, dtype, head_dim, kpool, openmp, vector_size, target="cpu"):
+    """The checked (element type, head_dim, kpool, openmp, vector_size,
+    target)."""
     return (element_type(dtype), _int(op, "head_dim", head_dim, 1),
             _int(op, "kpool", kpool, 1), _bool(op, "openmp", openmp),
-            _int(op, "vector_size", vector_size, 0))
+            _int(op, "vector_size", vector_size, 0), _target(op, target))
 
 
 class KernelSet:
-    """The four kernels compiled for one (element type, head_dim, kpool).
+    """The kernels compiled for one (element type, head_dim, kpool, target).
 
     ``dtype`` is "bf16", "f16", "f32" or the numpy dtype that holds it
-    (uint16 for bf16 bit patterns, float16, float32). Compilation happens
-    once per process and configuration; later sets share it.
+    (uint16 for bf16 bit patterns, float16, float32). ``target`` is "cpu"
+    (JIT-compiled once per process and configuration; later sets share it)
+    or "cuda" (precompiled kernels registered in the process by kpool-aot's
+    registration function; KPoolError names the configuration when there
+    are none). The ops take numpy arrays, which are host memory: they run
+    on CPU kernel sets.
     """
 
     def __init__(self, dtype, head_dim, kpool, *, openmp=False,
-                 vector_size=16):
+                 vector_size=16, target="cpu"):
         (self.element_type, self.head_dim, self.kpool, self.openmp,
-         self.vector_size) = _config("kernel set", dtype, head_dim, kpool,
-                                     openmp, vector_size)
+         self.vector_size, self.target) = _config(
+             "kernel set", dtype, head_dim, kpool, openmp, vector_size,
+             target)
         self.dtype = DTYPES[self.element_type]
         lib = _capi.load()
         handle = ctypes.c_void_p()
-        _capi.check(lib.kpoolKernelSetCreate(
-            _ETYPE_CODES[self.element_type], self.head_dim, self.kpool,
-            self.openmp, self.vector_size, ctypes.byref(handle)))
+        _capi.check(lib.kpoolKernelSetCreateForTarget(
+            _TARGET_CODES[self.target], _ETYPE_CODES[self.element_type],
+            self.head_dim, self.kpool, self.openmp, self.vector_size,
+            ctypes.byref(handle)))
         self._lib = lib
         self._handle = handle
 
@@ -202,11 +224,22 @@ class KernelSet:
         return (f"KernelSet({self.element_type!r}, head_dim={self.head_dim}, "
                 f"kpool={self.kpool})")
 
-    def _keys(self, op, name, array, writable=False):
-        return _view(op, name, array, self.dtype, 2, writable)
-
-    def _ape(self, op, ape):
-        return _view(op, "ape", ape, np.dtype(np.float32), 2)
+    def _call(self, op, validate, **operands):
+        """Runs kernel `op` on `operands` (one per operand of the kernel
+        ABI, by name): each view's dtype, rank and writability come from
+        the ABI's description of the operand."""
+        kernel = _capi.kernels()[op]
+        dtypes = {_capi.KIND_ELEMENT: self.dtype,
+                  _capi.KIND_U32: np.dtype(np.uint32),
+                  _capi.KIND_I32: np.dtype(np.int32),
+                  _capi.KIND_F32: np.dtype(np.float32)}
+        args = [
+            operands[o.name] if o.role == _capi.SCALAR else
+            _view(op, o.name, operands[o.name], dtypes[o.kind], o.rank,
+                  o.role == _capi.OUTPUT)
+            for o in kernel.operands]
+        _capi.check(getattr(self._lib, kernel.capi_function)(
+            self._handle, *args, validate))
 
     def pool_offsets(self, input_row_offsets, cache_lengths, *, out=None,
                      validate=True):
@@ -220,11 +253,8 @@ class KernelSet:
             out = np.zeros(batch + 1, dtype=np.uint32)
         target = _out_meta(op, "pool_row_offsets", out, batch + 1,
                            (np.dtype(np.uint32), np.dtype(np.int32)))
-        u32 = np.dtype(np.uint32)
-        _capi.check(self._lib.kpoolPoolOffsets(
-            self._handle, _view(op, "pool_row_offsets", target, u32, 1, True),
-            _view(op, "input_row_offsets", iro, u32, 1),
-            _view(op, "cache_lengths", cache, u32, 1), validate))
+        self._call(op, validate, pool_row_offsets=target,
+                   input_row_offsets=iro, cache_lengths=cache)
         return out
 
     def compress(self, k, gate, ape, input_row_offsets, pool_row_offsets,
@@ -244,13 +274,9 @@ class KernelSet:
         if out is None:
             rows = int(pro[-1]) if cache.shape[0] and pro.shape[0] else 0
             out = np.zeros((rows, self.head_dim), dtype=self.dtype)
-        u32 = np.dtype(np.uint32)
-        _capi.check(self._lib.kpoolCompress(
-            self._handle, self._keys(op, "pooled", out, True),
-            self._keys(op, "k", k), self._keys(op, "gate", gate),
-            self._ape(op, ape), _view(op, "input_row_offsets", iro, u32, 1),
-            _view(op, "pool_row_offsets", pro, u32, 1),
-            _view(op, "cache_lengths", cache, u32, 1), validate))
+        self._call(op, validate, pooled=out, k=k, gate=gate, ape=ape,
+                   input_row_offsets=iro, pool_row_offsets=pro,
+                   cache_lengths=cache)
         return out
 
     def seed_tail(self, tail, k, gate, input_row_offsets, cache_lengths,
@@ -265,13 +291,9 @@ class KernelSet:
         slots = _meta(op, "slot_idx", slot_idx)
         n = cache.shape[0] if num_requests is None else _i32(op,
                                                              num_requests)
-        u32 = np.dtype(np.uint32)
-        _capi.check(self._lib.kpoolSeedTail(
-            self._handle, _view(op, "tail", tail, self.dtype, 4, True),
-            self._keys(op, "k", k), self._keys(op, "gate", gate),
-            _view(op, "input_row_offsets", iro, u32, 1),
-            _view(op, "cache_lengths", cache, u32, 1),
-            _view(op, "slot_idx", slots, u32, 1), _i32(op, n), validate))
+        self._call(op, validate, tail=tail, k=k, gate=gate,
+                   input_row_offsets=iro, cache_lengths=cache,
+                   slot_idx=slots, num_requests=_i32(op, n))
         return tail
 
     def ring_close(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
@@ -292,15 +314,10 @@ class KernelSet:
             closed_pool = np.zeros(batch, dtype=np.int32)
         closed = _out_meta(op, "closed_pool", closed_pool, batch,
                            (np.dtype(np.int32),))
-        u32 = np.dtype(np.uint32)
-        _capi.check(self._lib.kpoolRingClose(
-            self._handle, self._keys(op, "pooled", pooled, True),
-            _view(op, "closed_pool", closed, np.dtype(np.int32), 1, True),
-            _view(op, "tail", tail, self.dtype, 4), self._keys(op, "k", k),
-            self._keys(op, "gate", gate), self._ape(op, ape),
-            _view(op, "input_row_offsets", iro, u32, 1),
-            _view(op, "cache_lengths", cache, u32, 1),
-            _view(op, "slot_idx", slots, u32, 1), _i32(op, n), validate))
+        self._call(op, validate, pooled=pooled, closed_pool=closed, tail=tail,
+                   k=k, gate=gate, ape=ape, input_row_offsets=iro,
+                   cache_lengths=cache, slot_idx=slots,
+                   num_requests=_i32(op, n))
         return pooled, closed_pool
 
 
@@ -332,11 +349,14 @@ def _shared(key, create):
         return kernels
 
 
-def kernel_set(dtype, head_dim, kpool, *, openmp=False, vector_size=16):
+def kernel_set(dtype, head_dim, kpool, *, openmp=False, vector_size=16,
+               target="cpu"):
     """The shared :class:`KernelSet` of a configuration (created once)."""
-    key = _config("kernel set", dtype, head_dim, kpool, openmp, vector_size)
+    key = _config("kernel set", dtype, head_dim, kpool, openmp, vector_size,
+                  target)
     return _shared(key, lambda: KernelSet(key[0], key[1], key[2],
-                                          openmp=key[3], vector_size=key[4]))
+                                          openmp=key[3], vector_size=key[4],
+                                          target=key[5]))
 
 
 class _OffsetsKernel(KernelSet):
@@ -346,7 +366,7 @@ class _OffsetsKernel(KernelSet):
     def __init__(self, kpool):
         self.element_type, self.dtype = "f32", DTYPES["f32"]
         self.head_dim, self.kpool = 1, _int("pool_offsets", "kpool", kpool, 1)
-        self.openmp, self.vector_size = False, 0
+        self.openmp, self.vector_size, self.target = False, 0, "cpu"
         lib = _capi.load()
         handle = ctypes.c_void_p()
         _capi.check(lib.kpoolPoolOffsetsKernelCreate(self.kpool,
@@ -356,12 +376,7 @@ class _OffsetsKernel(KernelSet):
 
 
 def _geometry(op, name, array, rank, dim):
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"{op}: '{name}' must be a numpy array, got "
-                        f"{type(array).__name__}")
-    if array.ndim != rank:
-        raise KPoolError(f"{op}: '{name}' must have rank {rank}, got shape "
-                         f"{list(array.shape)}")
+    _array(op, name, array, rank)
     return array.shape[dim]
 
 
@@ -379,9 +394,10 @@ def pool_offsets(input_row_offsets, cache_lengths, kpool, *, out=None,
     # Any kernel set of this kpool has the scan; else compile it alone.
     with _sets_lock:
         kernels = next((s for key, s in _sets.items()
-                        if key[2] == kpool and key[0] != "offsets"), None)
+                        if key[2] == kpool and key[0] != "offsets"
+                        and key[5] == "cpu"), None)
     if kernels is None:
-        kernels = _shared(("offsets", 0, kpool, False, 0),
+        kernels = _shared(("offsets", 0, kpool, False, 0, "cpu"),
                           lambda: _OffsetsKernel(kpool))
     return kernels.pool_offsets(input_row_offsets, cache_lengths, out=out,
                                 validate=validate)

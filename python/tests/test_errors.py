@@ -175,3 +175,31 @@ def test_store_step_error_changes_nothing(rng, call):
     with pytest.raises(kpool.KPoolError, match=r"slot 4 is not in \[0, "
                                                r"max_slots = 4\)"):
         stores[0].reset(4)
+
+
+def test_cuda_target_without_precompiled_kernels():
+    # Nothing in this process registers CUDA kernels: a clear error.
+    with pytest.raises(kpool.KPoolError,
+                       match=r"^no precompiled kernels for bf16, head_dim 16, "
+                             r"kpool 4 on the CUDA target: build them with "
+                             r"kpool-aot --target=cuda"):
+        kpool.KernelSet("bf16", D, K, target="cuda")
+    with pytest.raises(kpool.KPoolError,
+                       match=r"^kernel set: target must be one of 'cpu', "
+                             r"'cuda', got 'tpu'$"):
+        kpool.kernel_set("bf16", D, K, target="tpu")
+    assert kpool.kernel_set("bf16", D, K, target="cpu").target == "cpu"
+
+
+def test_kernel_abi_table():
+    from kpool import _capi
+    table = _capi.kernels()
+    assert list(table) == ["compress", "seed_tail", "ring_close",
+                           "pool_offsets"]
+    ring = table["ring_close"]
+    assert ring.capi_function == "kpoolRingClose"
+    assert [o.name for o in ring.operands if o.role == _capi.OUTPUT] == [
+        "pooled", "closed_pool"]
+    last = ring.operands[-1]
+    assert (last.name, last.role, last.rank, last.kind) == (
+        "num_requests", _capi.SCALAR, 0, _capi.KIND_I32)

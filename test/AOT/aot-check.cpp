@@ -13,7 +13,7 @@
 #include "kpool_aot_f32_d20_k3.h"
 
 #include "Reference/Reference.h"
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/Jit.h"
 
 #include <cstdio>
 #include <cstring>
@@ -122,6 +122,7 @@ void run(BackendFn backend, ConfigFn configFn, unsigned seed) {
   KernelConfig config = configFn();
   KernelSet aot(config, backend());
   Status status;
+  kpool::registerJitCompiler(); // KernelSet::get JIT-compiles
   auto jit = KernelSet::get(config, status);
   if (!jit) {
     check(false, "JIT: " + status.message());

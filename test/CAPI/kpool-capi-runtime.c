@@ -277,6 +277,39 @@ int main(void) {
          (int)kpoolKernelSetGetElementType(NULL),
          (long long)kpoolKernelSetGetHeadDim(NULL),
          (long long)kpoolKernelSetGetKPool(NULL));
+  // The target: CPU by default; CUDA takes only precompiled kernels, and
+  // this program registers none.
+  // CHECK: target: 0 (null set: -1)
+  printf("target: %d (null set: %d)\n", kpoolKernelSetGetTarget(ks),
+         kpoolKernelSetGetTarget(NULL));
+  KPoolKernelSet *cudaSet = NULL;
+  // CHECK: cuda: error: no precompiled kernels for f32, head_dim 8, kpool 4 on the CUDA target: build them with kpool-aot --target=cuda (kpool_add_aot_kernels) and call their registration function
+  report("cuda", kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_F32, D,
+                                               K, false, 0, &cudaSet));
+  // CHECK: cuda set is null: 1
+  printf("cuda set is null: %d\n", cudaSet == NULL);
+  // CHECK: bad target: error: kernel set: target 5 is not one of KPOOL_TARGET_CPU, KPOOL_TARGET_CUDA
+  report("bad target", kpoolKernelSetCreateForTarget((KPoolTarget)5, KPOOL_F32,
+                                                     D, K, false, 0, &cudaSet));
+  // The kernel ABI, as the Python package reads it.
+  // CHECK: abi: 4 kernels
+  // CHECK-NEXT: abi: compress (kpoolCompress): pooled:o2e:?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:?
+  // CHECK-NEXT: abi: seed_tail (kpoolSeedTail): tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
+  // CHECK-NEXT: abi: ring_close (kpoolRingClose): pooled:o2e:?xD closed_pool:o1i:? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
+  // CHECK-NEXT: abi: pool_offsets (kpoolPoolOffsets): pool_row_offsets:o1u:? input_row_offsets:i1u:? cache_lengths:i1u:?
+  // CHECK-NEXT: abi: kernel 4 is null: 1
+  printf("abi: %lld kernels\n", (long long)kpoolKernelAbiGetNumKernels());
+  for (int64_t i = 0; i < kpoolKernelAbiGetNumKernels(); ++i) {
+    const KPoolKernelInfo *info = kpoolKernelAbiGetKernel(i);
+    printf("abi: %s (%s):", info->name, info->capiFunction);
+    for (int64_t j = 0; j < info->numOperands; ++j) {
+      const KPoolOperandInfo *o = &info->operands[j];
+      printf(" %s:%c%d%c:%s", o->name, "ois"[o->role], o->rank,
+             "euif"[o->kind], o->shape);
+    }
+    printf("\n");
+  }
+  printf("abi: kernel 4 is null: %d\n", kpoolKernelAbiGetKernel(4) == NULL);
   KPoolKernelSet *hugeSet = NULL;
   // CHECK: huge head_dim: error: kpool x head_dim = 4 x 4611686018427387904 is too large
   report("huge head_dim", kpoolKernelSetCreate(KPOOL_BF16, (int64_t)1 << 62,

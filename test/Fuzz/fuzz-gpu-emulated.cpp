@@ -21,8 +21,8 @@
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "kpool/InitAll.h"
 #include "kpool/Pipelines/Pipelines.h"
-#include "kpool/Runtime/KernelModule.h"
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Kernels/KernelModule.h"
+#include "kpool/Runtime/KernelSet.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -164,22 +164,16 @@ bool registerEmulated(const ::kpool::KernelConfig &config) {
     return false;
   }
   state->engine = std::move(*created);
-  mlir::kpool::KernelNames names(prefix);
   ::kpool::KernelBackend backend;
-  auto lookup = [&](const std::string &name, auto &fn) {
-    auto symbol = state->engine->lookup("_mlir_ciface_" + name);
+  for (const ::kpool::abi::Kernel &kernel : ::kpool::abi::kernels) {
+    auto symbol = state->engine->lookup(
+        "_mlir_ciface_" + mlir::kpool::kernelFunctionName(prefix, kernel.id));
     if (!symbol) {
       llvm::consumeError(symbol.takeError());
       return false;
     }
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(*symbol);
-    return true;
-  };
-  if (!lookup(names.compress, backend.compress) ||
-      !lookup(names.seedTail, backend.seedTail) ||
-      !lookup(names.ringClose, backend.ringClose) ||
-      !lookup(names.poolOffsets, backend.poolOffsets))
-    return false;
+    backend.setEntry(kernel.id, *symbol);
+  }
   backend.owner = std::move(state);
   ::kpool::KernelSet::registerPrecompiled(config, std::move(backend));
   return true;

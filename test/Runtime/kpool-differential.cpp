@@ -26,7 +26,7 @@
 #include "Reference/Float.h"
 #include "Reference/Reference.h"
 #include "Reference/VerifySchedule.h"
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/Jit.h"
 
 #include <algorithm>
 #include <array>
@@ -562,6 +562,7 @@ std::shared_ptr<KernelSet> kernels(const Config &cfg, Check &c,
   if (vectorSize >= 0)
     kc.vectorSize = vectorSize;
   Status s;
+  kpool::registerJitCompiler(); // KernelSet::get JIT-compiles
   auto set = KernelSet::get(kc, s);
   if (!set)
     c.fail("KernelSet::get(" + cfg.name() + ") failed: " + s.message());

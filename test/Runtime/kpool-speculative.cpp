@@ -22,8 +22,8 @@
 
 #include "Reference/Reference.h"
 #include "Reference/VerifySchedule.h"
+#include "kpool/Runtime/Jit.h"
 #include "kpool/Runtime/PoolStore.h"
-#include "kpool/Runtime/Runtime.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -235,6 +235,7 @@ int main(int argc, char **argv) {
     kc.headDim = c.D;
     kc.kpool = c.K;
     Status st;
+    kpool::registerJitCompiler(); // KernelSet::get JIT-compiles
     std::shared_ptr<KernelSet> kernels = KernelSet::get(kc, st);
     if (!kernels) {
       std::printf("FAIL: %s: %s\n", c.name().c_str(), st.message().c_str());

@@ -10,7 +10,7 @@
 #ifndef KPOOL_RUNTIME_CUDA_H
 #define KPOOL_RUNTIME_CUDA_H
 
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/KernelSet.h"
 
 #include <cstddef>
 #include <cstdint>

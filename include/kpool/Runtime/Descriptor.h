@@ -33,16 +33,6 @@ using Desc1 = Descriptor<1>;
 using Desc2 = Descriptor<2>;
 using Desc4 = Descriptor<4>;
 
-/// The C interface of the four kernels (see KernelModule.h).
-using CompressFn = void (*)(Desc2 *pooled, Desc2 *k, Desc2 *gate, Desc2 *ape,
-                            Desc1 *iro, Desc1 *pro, Desc1 *cache);
-using SeedTailFn = void (*)(Desc4 *tail, Desc2 *k, Desc2 *gate, Desc1 *iro,
-                            Desc1 *cache, Desc1 *slots, int32_t numRequests);
-using RingCloseFn = void (*)(Desc2 *pooled, Desc1 *closed, Desc4 *tail,
-                             Desc2 *k, Desc2 *gate, Desc2 *ape, Desc1 *iro,
-                             Desc1 *cache, Desc1 *slots, int32_t numRequests);
-using PoolOffsetsFn = void (*)(Desc1 *pro, Desc1 *iro, Desc1 *cache);
-
 } // namespace kpool
 
 #endif // KPOOL_RUNTIME_DESCRIPTOR_H

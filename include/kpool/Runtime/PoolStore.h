@@ -11,7 +11,7 @@
 #ifndef KPOOL_RUNTIME_POOLSTORE_H
 #define KPOOL_RUNTIME_POOLSTORE_H
 
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/KernelSet.h"
 
 #include <cstdint>
 #include <cstdlib>

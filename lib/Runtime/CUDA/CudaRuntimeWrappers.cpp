@@ -162,6 +162,15 @@ private:
 
 #define KPOOL_CUDA_CONTEXT() ScopedContext scopedContext(__func__)
 
+/// One driver call in the primary context, as the entry point's whole body:
+/// aborts on failure (KPOOL_CUDA_CHECK) or only reports it
+/// (KPOOL_CUDA_REPORT).
+#define KPOOL_CUDA_CALL(KIND, expr)                                            \
+  do {                                                                         \
+    KPOOL_CUDA_CONTEXT();                                                      \
+    KPOOL_CUDA_##KIND(expr);                                                   \
+  } while (false)
+
 /// A ranked memref descriptor as the LLVM lowering lays it out:
 /// {allocated, aligned, offset, sizes[rank], strides[rank]}.
 struct DescriptorView {
@@ -326,13 +335,11 @@ KPOOL_CUDA_EXPORT void mgpuStreamDestroy(CUstream stream) {
 
 /// Waits for all work on `stream`; a kernel fault surfaces here.
 KPOOL_CUDA_EXPORT void mgpuStreamSynchronize(CUstream stream) {
-  KPOOL_CUDA_CONTEXT();
-  KPOOL_CUDA_CHECK(cuStreamSynchronize(stream));
+  KPOOL_CUDA_CALL(CHECK, cuStreamSynchronize(stream));
 }
 
 KPOOL_CUDA_EXPORT void mgpuStreamWaitEvent(CUstream stream, CUevent event) {
-  KPOOL_CUDA_CONTEXT();
-  KPOOL_CUDA_CHECK(cuStreamWaitEvent(stream, event, /*flags=*/0));
+  KPOOL_CUDA_CALL(CHECK, cuStreamWaitEvent(stream, event, /*flags=*/0));
 }
 
 KPOOL_CUDA_EXPORT CUevent mgpuEventCreate() {
@@ -343,18 +350,15 @@ KPOOL_CUDA_EXPORT CUevent mgpuEventCreate() {
 }
 
 KPOOL_CUDA_EXPORT void mgpuEventDestroy(CUevent event) {
-  KPOOL_CUDA_CONTEXT();
-  KPOOL_CUDA_REPORT(cuEventDestroy(event));
+  KPOOL_CUDA_CALL(REPORT, cuEventDestroy(event));
 }
 
 KPOOL_CUDA_EXPORT void mgpuEventSynchronize(CUevent event) {
-  KPOOL_CUDA_CONTEXT();
-  KPOOL_CUDA_CHECK(cuEventSynchronize(event));
+  KPOOL_CUDA_CALL(CHECK, cuEventSynchronize(event));
 }
 
 KPOOL_CUDA_EXPORT void mgpuEventRecord(CUevent event, CUstream stream) {
-  KPOOL_CUDA_CONTEXT();
-  KPOOL_CUDA_CHECK(cuEventRecord(event, stream));
+  KPOOL_CUDA_CALL(CHECK, cuEventRecord(event, stream));
 }
 
 //===----------------------------------------------------------------------===//

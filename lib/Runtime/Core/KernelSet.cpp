@@ -1,13 +1,13 @@
 //===- KernelSet.cpp - kpool kernels on caller buffers --------------------===//
 //
 // The part of the runtime that needs no MLIR: operand validation, the calls
-// into compiled kernels, and the registry and cache of kernel sets.
+// into compiled kernels, and the registry and cache of kernel sets, with
+// the compilers registered per target.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/KernelSet.h"
 
-#include "KernelCache.h"
 #include "Validation.h"
 
 #include <map>
@@ -16,22 +16,6 @@
 
 using namespace kpool;
 using namespace kpool::detail;
-
-const char *kpool::elementTypeName(ElementType type) {
-  switch (type) {
-  case KPOOL_BF16:
-    return "bf16";
-  case KPOOL_F16:
-    return "f16";
-  case KPOOL_F32:
-    return "f32";
-  }
-  return "unknown";
-}
-
-int64_t kpool::elementTypeSize(ElementType type) {
-  return type == KPOOL_F32 ? 4 : 2;
-}
 
 View kpool::denseView(void *data, std::vector<int64_t> sizes) {
   View view{};
@@ -138,8 +122,49 @@ std::map<Key, std::shared_ptr<Entry>> &cache() {
   static auto *m = new std::map<Key, std::shared_ptr<Entry>>;
   return *m;
 }
+std::map<Target, KernelCompiler> &compilers() {
+  static auto *m = new std::map<Target, KernelCompiler>;
+  return *m;
+}
+
+const char *targetName(Target target) {
+  return target == Target::CPU ? "CPU" : "CUDA";
+}
+
+/// Why `config` has no kernels, and how to get some.
+Status noKernels(const KernelConfig &config, bool compilerAllowed) {
+  std::string what = std::string("no precompiled kernels for ") +
+                     elementTypeName(config.elementType) + ", head_dim " +
+                     std::to_string(config.headDim) + ", kpool " +
+                     std::to_string(config.kpool) + " on the " +
+                     targetName(config.target) + " target";
+  if (config.poolOffsetsOnly)
+    what = "no precompiled pool_offsets kernel for kpool " +
+           std::to_string(config.kpool) + " on the " +
+           targetName(config.target) + " target";
+  std::string how = config.target == Target::CUDA
+                        ? "build them with kpool-aot --target=cuda "
+                          "(kpool_add_aot_kernels) and call their "
+                          "registration function"
+                        : "build them with kpool-aot (kpool_add_aot_kernels) "
+                          "and call their registration function";
+  if (config.target == Target::CPU)
+    how += compilerAllowed ? ", or link KPoolRuntimeJit and call "
+                             "kpool::registerJitCompiler() to JIT them"
+                           : ", or use KernelSet::get with a registered "
+                             "compiler (kpool::registerJitCompiler())";
+  return Status::error(what + ": " + how);
+}
 
 } // namespace
+
+void kpool::registerKernelCompiler(Target target, KernelCompiler compiler) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  if (compiler)
+    compilers()[target] = std::move(compiler);
+  else
+    compilers().erase(target);
+}
 
 void KernelSet::registerPrecompiled(const KernelConfig &config,
                                     KernelBackend backend) {
@@ -147,9 +172,13 @@ void KernelSet::registerPrecompiled(const KernelConfig &config,
   precompiled()[keyOf(config)] = std::move(backend);
 }
 
-std::shared_ptr<KernelSet>
-detail::getOrCreate(const KernelConfig &config, Status &status,
-                    const std::function<Status(KernelBackend &)> &compile) {
+namespace {
+
+/// The cached kernel set of `config`, or a new one from its precompiled
+/// kernels, or else from its target's registered compiler (when
+/// `useCompiler`). Thread-safe; sets `status` on failure and returns null.
+std::shared_ptr<KernelSet> getOrCreate(const KernelConfig &config,
+                                       Status &status, bool useCompiler) {
   if (config.elementType != KPOOL_BF16 && config.elementType != KPOOL_F16 &&
       config.elementType != KPOOL_F32) {
     status = Status::error("unknown element type " +
@@ -185,6 +214,7 @@ detail::getOrCreate(const KernelConfig &config, Status &status,
   // while its configuration compiles.
   std::shared_ptr<Entry> entry;
   KernelBackend backend;
+  KernelCompiler compile;
   bool found = false;
   {
     std::lock_guard<std::mutex> lock(registryMutex());
@@ -201,29 +231,31 @@ detail::getOrCreate(const KernelConfig &config, Status &status,
     if (auto it = precompiled().find(key); it != precompiled().end()) {
       backend = it->second;
       found = true;
+    } else if (auto c = compilers().find(config.target);
+               useCompiler && c != compilers().end()) {
+      compile = c->second;
     }
   }
   if (!found && compile)
-    status = compile(backend);
+    status = compile(config, backend);
   else if (!found)
-    status = Status::error(
-        std::string("no precompiled kernels for ") +
-        elementTypeName(config.elementType) + ", head_dim " +
-        std::to_string(config.headDim) + ", kpool " +
-        std::to_string(config.kpool) + " on the " +
-        (config.target == Target::CPU ? "CPU" : "CUDA") +
-        " target: build them with kpool-aot (kpool_add_aot_kernels) and "
-        "call their registration function, or link KPoolRuntime to JIT "
-        "them");
+    status = noKernels(config, useCompiler);
   if (!status.ok())
     return nullptr;
   entry->set = std::make_shared<KernelSet>(config, std::move(backend));
   return entry->set;
 }
 
+} // namespace
+
+std::shared_ptr<KernelSet> KernelSet::get(const KernelConfig &config,
+                                          Status &status) {
+  return getOrCreate(config, status, /*useCompiler=*/true);
+}
+
 std::shared_ptr<KernelSet> KernelSet::getPrecompiled(const KernelConfig &config,
                                                      Status &status) {
-  return getOrCreate(config, status, nullptr);
+  return getOrCreate(config, status, /*useCompiler=*/false);
 }
 
 #define KPOOL_TRY(expr)                                                        \
@@ -233,17 +265,24 @@ std::shared_ptr<KernelSet> KernelSet::getPrecompiled(const KernelConfig &config,
       return s_;                                                               \
   } while (false)
 
+/// The batch (cache_lengths' length) and the lengths of the two offset
+/// arrays (one more), checked by pool_offsets and compress.
+static Status checkOffsets(Validator &v, const View &cache, const View &iro,
+                           const View &pro, int64_t &batch) {
+  KPOOL_TRY(v.batch("cache_lengths", cache, batch));
+  KPOOL_TRY(v.length("input_row_offsets", iro, batch + 1,
+                     "one more than cache_lengths"));
+  return v.length("pool_row_offsets", pro, batch + 1,
+                  "one more than cache_lengths");
+}
+
 Status KernelSet::poolOffsets(const View &pro, const View &iro,
                               const View &cache, Validation validation) const {
   Validator v = impl->validator("pool_offsets");
   if (!impl->backend.poolOffsets)
     return v.error("this kernel set has no pool_offsets kernel");
   int64_t batch;
-  KPOOL_TRY(v.batch("cache_lengths", cache, batch));
-  KPOOL_TRY(v.length("input_row_offsets", iro, batch + 1,
-                     "one more than cache_lengths"));
-  KPOOL_TRY(v.length("pool_row_offsets", pro, batch + 1,
-                     "one more than cache_lengths"));
+  KPOOL_TRY(checkOffsets(v, cache, iro, pro, batch));
   KPOOL_TRY(v.shape("input_row_offsets", iro, {batch + 1}, "batch + 1"));
   KPOOL_TRY(v.shape("pool_row_offsets", pro, {batch + 1}, "batch + 1"));
   if (validation == Validation::Check) {
@@ -251,9 +290,7 @@ Status KernelSet::poolOffsets(const View &pro, const View &iro,
     KPOOL_TRY(v.load(iro, offsets));
     KPOOL_TRY(v.rows(offsets, batch, UINT32_MAX));
   }
-  Desc1 dPro = Desc1::from(pro), dIro = Desc1::from(iro),
-        dCache = Desc1::from(cache);
-  impl->backend.poolOffsets(&dPro, &dIro, &dCache);
+  abi::invoke(impl->backend.poolOffsets, {pro, iro, cache});
   return Status();
 }
 
@@ -270,11 +307,7 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
   KPOOL_TRY(v.shape("ape", ape, {c.kpool, c.headDim}, "kpool x head_dim"));
   KPOOL_TRY(v.shape("pooled", pooled, {-1, c.headDim}, "pools x head_dim"));
   int64_t batch;
-  KPOOL_TRY(v.batch("cache_lengths", cache, batch));
-  KPOOL_TRY(v.length("input_row_offsets", iro, batch + 1,
-                     "one more than cache_lengths"));
-  KPOOL_TRY(v.length("pool_row_offsets", pro, batch + 1,
-                     "one more than cache_lengths"));
+  KPOOL_TRY(checkOffsets(v, cache, iro, pro, batch));
   if (validation == Validation::Check) {
     std::vector<uint32_t> offsets, pools, lengths;
     KPOOL_TRY(v.load(iro, offsets));
@@ -288,11 +321,7 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
     KPOOL_TRY(impl->expectedPoolOffsets(*this, iro, cache, expected));
     KPOOL_TRY(v.poolRows(pools, expected, offsets, lengths, pooled.sizes[0]));
   }
-  Desc2 dPooled = Desc2::from(pooled), dK = Desc2::from(k),
-        dGate = Desc2::from(gate), dApe = Desc2::from(ape);
-  Desc1 dIro = Desc1::from(iro), dPro = Desc1::from(pro),
-        dCache = Desc1::from(cache);
-  impl->backend.compress(&dPooled, &dK, &dGate, &dApe, &dIro, &dPro, &dCache);
+  abi::invoke(impl->backend.compress, {pooled, k, gate, ape, iro, pro, cache});
   return Status();
 }
 
@@ -334,12 +363,8 @@ Status KernelSet::seedTail(const View &tail, const View &k, const View &gate,
     return v.error("this kernel set has only the pool_offsets kernel");
   KPOOL_TRY(checkRing(v, impl->config, tail, k, gate, iro, cache, slots,
                       numRequests, validation));
-  Desc4 dTail = Desc4::from(tail);
-  Desc2 dK = Desc2::from(k), dGate = Desc2::from(gate);
-  Desc1 dIro = Desc1::from(iro), dCache = Desc1::from(cache),
-        dSlots = Desc1::from(slots);
-  impl->backend.seedTail(&dTail, &dK, &dGate, &dIro, &dCache, &dSlots,
-                         numRequests);
+  abi::invoke(impl->backend.seedTail,
+              {tail, k, gate, iro, cache, slots, numRequests});
   return Status();
 }
 
@@ -358,12 +383,7 @@ Status KernelSet::ringClose(const View &pooled, const View &closed,
   KPOOL_TRY(v.shape("ape", ape, {c.kpool, c.headDim}, "kpool x head_dim"));
   KPOOL_TRY(v.shape("pooled", pooled, {batch, c.headDim}, "batch x head_dim"));
   KPOOL_TRY(v.shape("closed_pool", closed, {batch}, "batch"));
-  Desc2 dPooled = Desc2::from(pooled), dK = Desc2::from(k),
-        dGate = Desc2::from(gate), dApe = Desc2::from(ape);
-  Desc1 dClosed = Desc1::from(closed), dIro = Desc1::from(iro),
-        dCache = Desc1::from(cache), dSlots = Desc1::from(slots);
-  Desc4 dTail = Desc4::from(tail);
-  impl->backend.ringClose(&dPooled, &dClosed, &dTail, &dK, &dGate, &dApe, &dIro,
-                          &dCache, &dSlots, numRequests);
+  abi::invoke(impl->backend.ringClose, {pooled, closed, tail, k, gate, ape, iro,
+                                        cache, slots, numRequests});
   return Status();
 }

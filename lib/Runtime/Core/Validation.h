@@ -13,7 +13,8 @@
 #ifndef KPOOL_LIB_RUNTIME_VALIDATION_H
 #define KPOOL_LIB_RUNTIME_VALIDATION_H
 
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/Status.h"
+#include "kpool/Runtime/View.h"
 
 #include <functional>
 #include <vector>

@@ -38,13 +38,13 @@ bool isDevice(const void *p, size_t bytes) {
   return c >= it->first && c + bytes <= it->first + it->second;
 }
 
-/// Aborts unless the memref `d` (rank `Rank`, element size `es`) is empty
-/// or lies in one allocation.
-template <typename Desc>
-void requireDevice(const char *op, const char *operand, const Desc *d,
-                   int64_t es, int rank) {
+/// Aborts unless the memref `d` (element size `es`) is empty or lies in
+/// one allocation.
+template <int Rank>
+void requireDevice(const char *op, const char *operand,
+                   const Descriptor<Rank> *d, int64_t es) {
   int64_t last = 0;
-  for (int i = 0; i < rank; ++i) {
+  for (int i = 0; i < Rank; ++i) {
     if (d->sizes[i] <= 0)
       return;
     last += (d->sizes[i] - 1) * d->strides[i];
@@ -58,72 +58,50 @@ void requireDevice(const char *op, const char *operand, const Desc *d,
                op, operand, static_cast<const void *>(first));
   std::abort();
 }
+/// Scalars are passed by value: nothing to check.
+template <typename T>
+void requireDevice(const char *, const char *, T, int64_t) {}
 
 constexpr int kSlots = 8;
 KernelBackend inner[kSlots];
 int64_t elementSize[kSlots];
 int used = 0;
 
-template <int I> struct Checked {
-  static void compress(Desc2 *pooled, Desc2 *k, Desc2 *gate, Desc2 *ape,
-                       Desc1 *iro, Desc1 *pro, Desc1 *cache) {
-    int64_t es = elementSize[I];
-    requireDevice("compress", "pooled", pooled, es, 2);
-    requireDevice("compress", "k", k, es, 2);
-    requireDevice("compress", "gate", gate, es, 2);
-    requireDevice("compress", "ape", ape, 4, 2);
-    requireDevice("compress", "input_row_offsets", iro, 4, 1);
-    requireDevice("compress", "pool_row_offsets", pro, 4, 1);
-    requireDevice("compress", "cache_lengths", cache, 4, 1);
-    inner[I].compress(pooled, k, gate, ape, iro, pro, cache);
+/// Kernel `Id` of slot `Slot`, through `Member` of KernelBackend: checks
+/// each operand against the kernel ABI's description (name, element kind),
+/// then calls the CPU kernel.
+template <int Slot, abi::KernelId Id, typename Fn, Fn KernelBackend::*Member>
+struct Checked;
+template <int Slot, abi::KernelId Id, typename... A,
+          void (*KernelBackend::*Member)(A...)>
+struct Checked<Slot, Id, void (*)(A...), Member> {
+  static void call(A... args) {
+    check(std::index_sequence_for<A...>(), args...);
+    (inner[Slot].*Member)(args...);
   }
-  static void seedTail(Desc4 *tail, Desc2 *k, Desc2 *gate, Desc1 *iro,
-                       Desc1 *cache, Desc1 *slots, int32_t numRequests) {
-    int64_t es = elementSize[I];
-    requireDevice("seed_tail", "tail", tail, es, 4);
-    requireDevice("seed_tail", "k", k, es, 2);
-    requireDevice("seed_tail", "gate", gate, es, 2);
-    requireDevice("seed_tail", "input_row_offsets", iro, 4, 1);
-    requireDevice("seed_tail", "cache_lengths", cache, 4, 1);
-    requireDevice("seed_tail", "slot_idx", slots, 4, 1);
-    inner[I].seedTail(tail, k, gate, iro, cache, slots, numRequests);
-  }
-  static void ringClose(Desc2 *pooled, Desc1 *closed, Desc4 *tail, Desc2 *k,
-                        Desc2 *gate, Desc2 *ape, Desc1 *iro, Desc1 *cache,
-                        Desc1 *slots, int32_t numRequests) {
-    int64_t es = elementSize[I];
-    requireDevice("ring_close", "pooled", pooled, es, 2);
-    requireDevice("ring_close", "closed_pool", closed, 4, 1);
-    requireDevice("ring_close", "tail", tail, es, 4);
-    requireDevice("ring_close", "k", k, es, 2);
-    requireDevice("ring_close", "gate", gate, es, 2);
-    requireDevice("ring_close", "ape", ape, 4, 2);
-    requireDevice("ring_close", "input_row_offsets", iro, 4, 1);
-    requireDevice("ring_close", "cache_lengths", cache, 4, 1);
-    requireDevice("ring_close", "slot_idx", slots, 4, 1);
-    inner[I].ringClose(pooled, closed, tail, k, gate, ape, iro, cache, slots,
-                       numRequests);
-  }
-  static void poolOffsets(Desc1 *pro, Desc1 *iro, Desc1 *cache) {
-    requireDevice("pool_offsets", "pool_row_offsets", pro, 4, 1);
-    requireDevice("pool_offsets", "input_row_offsets", iro, 4, 1);
-    requireDevice("pool_offsets", "cache_lengths", cache, 4, 1);
-    inner[I].poolOffsets(pro, iro, cache);
-  }
-  static KernelBackend make() {
-    KernelBackend b = inner[I];
-    b.compress = compress;
-    b.seedTail = seedTail;
-    b.ringClose = ringClose;
-    b.poolOffsets = poolOffsets;
-    return b;
+  template <size_t... I>
+  static void check(std::index_sequence<I...>, A... args) {
+    const abi::Kernel &kernel = abi::kernel(Id);
+    static_assert(sizeof...(A) > 0);
+    (requireDevice(kernel.name, kernel.operands[I].name, args,
+                   abi::kindSize(kernel.operands[I].kind, elementSize[Slot])),
+     ...);
   }
 };
+
+template <int Slot> KernelBackend make() {
+  KernelBackend b = inner[Slot];
+#define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
+  b.member = Checked<Slot, abi::KernelId::Name, Name##Fn,                      \
+                     &KernelBackend::member>::call;
+#include "kpool/Runtime/KernelABI.def"
+  return b;
+}
 
 template <int... I>
 KernelBackend wrap(int slot, std::integer_sequence<int, I...>) {
   KernelBackend out;
-  ((slot == I ? (out = Checked<I>::make(), 0) : 0), ...);
+  ((slot == I ? (out = make<I>(), 0) : 0), ...);
   return out;
 }
 

@@ -17,7 +17,7 @@
 
 #include "Reference/Reference.h"
 #include "kpool/Runtime/CUDA.h"
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/KernelSet.h"
 
 #include <cstdint>
 #include <memory>

@@ -1,17 +1,16 @@
-//===- Jit.cpp - JIT-compiled kpool kernels -------------------------------===//
+//===- JitCompiler.cpp - JIT-compiled kpool kernels -----------------------===//
 //
-// KernelSet::get for configurations with no precompiled kernels: builds the
-// kernel module (KernelModule.h), lowers it with kpool-lower-to-llvm and
+// The CPU target's KernelCompiler: builds the kernel module
+// (kpool/Kernels/KernelModule.h), lowers it with kpool-lower-to-llvm and
 // compiles it with MLIR's ExecutionEngine for the host CPU.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kpool/Runtime/Runtime.h"
+#include "kpool/Runtime/Jit.h"
 
-#include "Core/KernelCache.h"
 #include "kpool/InitAll.h"
+#include "kpool/Kernels/KernelModule.h"
 #include "kpool/Pipelines/Pipelines.h"
-#include "kpool/Runtime/KernelModule.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
@@ -40,7 +39,6 @@ static mlir::DialectRegistry &registry() {
   return *r;
 }
 
-/// JIT-compiles the four kernels of `config` for the host CPU.
 namespace {
 /// What JIT-compiled kernels live in.
 struct JitState {
@@ -49,7 +47,8 @@ struct JitState {
 };
 } // namespace
 
-static Status compile(const KernelConfig &config, KernelBackend &backend) {
+Status kpool::compileJitKernels(const KernelConfig &config,
+                                KernelBackend &backend) {
   if (config.target != Target::CPU)
     return Status::error("the CUDA target is served by the ahead-of-time "
                          "kernels (kpool-aot); the JIT runtime compiles for "
@@ -67,7 +66,7 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
 
   bool offsetsOnly = config.poolOffsetsOnly;
   std::string prefix =
-      offsetsOnly ? "kpool_offsets_k" + std::to_string(config.kpool) + "_"
+      offsetsOnly ? mlir::kpool::poolOffsetsPrefix(config.kpool)
                   : mlir::kpool::kernelPrefix(config.elementType,
                                               config.headDim, config.kpool);
   auto module = mlir::kpool::buildKernelModule(
@@ -111,30 +110,23 @@ static Status compile(const KernelConfig &config, KernelBackend &backend) {
   state->engine = std::move(*created);
   mlir::ExecutionEngine &engine = *state->engine;
 
-  mlir::kpool::KernelNames names(prefix);
-  auto lookup = [&](const std::string &name, auto &fn) -> Status {
+  for (const abi::Kernel &kernel : abi::kernels) {
+    if (offsetsOnly && kernel.id != abi::KernelId::PoolOffsets)
+      continue;
+    std::string name = mlir::kpool::kernelFunctionName(prefix, kernel.id);
     auto symbol = engine.lookup("_mlir_ciface_" + name);
     if (!symbol)
       return Status::error("kernel '" + name + "' not found: " +
                            llvm::toString(symbol.takeError()));
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(*symbol);
-    return Status();
-  };
-  if (Status s = lookup(names.poolOffsets, backend.poolOffsets); !s.ok())
-    return s;
-  if (!offsetsOnly)
-    for (Status s : {lookup(names.compress, backend.compress),
-                     lookup(names.seedTail, backend.seedTail),
-                     lookup(names.ringClose, backend.ringClose)})
-      if (!s.ok())
-        return s;
+    backend.setEntry(kernel.id, *symbol);
+  }
   backend.owner = std::move(state);
   return Status();
 }
 
-std::shared_ptr<KernelSet> KernelSet::get(const KernelConfig &config,
-                                          Status &status) {
-  return detail::getOrCreate(config, status, [&](KernelBackend &backend) {
-    return compile(config, backend);
+void kpool::registerJitCompiler() {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    registerKernelCompiler(Target::CPU, compileJitKernels);
   });
 }

@@ -1,0 +1,104 @@
+//===- KernelModule.cpp - the kpool kernel ABI as IR ----------------------===//
+
+#include "kpool/Kernels/KernelModule.h"
+
+#include "kpool/Dialect/KPool/IR/KPoolDialect.h"
+#include "kpool/Runtime/View.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace mlir::kpool;
+namespace abi = ::kpool::abi;
+
+std::string mlir::kpool::kernelFunctionName(StringRef prefix,
+                                            abi::KernelId id) {
+  return (prefix + abi::kernel(id).name + "_memref").str();
+}
+
+std::string mlir::kpool::kernelPrefix(KPoolElementType type, int64_t headDim,
+                                      int64_t kpool) {
+  return "kpool_" + std::string(::kpool::elementTypeName(type)) + "_d" +
+         std::to_string(headDim) + "_k" + std::to_string(kpool) + "_";
+}
+
+std::string mlir::kpool::poolOffsetsPrefix(int64_t kpool) {
+  return "kpool_offsets_k" + std::to_string(kpool) + "_";
+}
+
+/// The argument type of `operand`: a strided memref of its shape with every
+/// stride and the offset dynamic, or the scalar's type.
+static Type argumentType(OpBuilder &b, const abi::Operand &operand,
+                         Type element, int64_t headDim, int64_t kpool) {
+  Type kind = operand.kind == abi::Kind::Element ? element
+              : operand.kind == abi::Kind::F32   ? Type(b.getF32Type())
+                                                 : Type(b.getI32Type());
+  if (operand.role == abi::Role::Scalar)
+    return kind;
+  int64_t dyn = ShapedType::kDynamic;
+  SmallVector<int64_t> shape;
+  for (StringRef dim : llvm::split(StringRef(operand.shape), 'x')) {
+    int64_t extent = dyn;
+    if (dim == "D")
+      extent = headDim;
+    else if (dim == "K")
+      extent = kpool;
+    else if (dim != "?" && dim.getAsInteger(10, extent))
+      llvm_unreachable("KernelABI.def: a dimension is not ?, D, K or a number");
+    shape.push_back(extent);
+  }
+  SmallVector<int64_t> strides(shape.size(), dyn);
+  return MemRefType::get(shape, kind,
+                         StridedLayoutAttr::get(b.getContext(), dyn, strides));
+}
+
+OwningOpRef<ModuleOp>
+mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
+                               int64_t headDim, int64_t kpool, StringRef prefix,
+                               bool poolOffsetsOnly) {
+  ctx.loadDialect<func::FuncDialect, memref::MemRefDialect, arith::ArithDialect,
+                  KPoolDialect>();
+  OpBuilder b(&ctx);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  Type element = type == KPOOL_BF16  ? Type(b.getBF16Type())
+                 : type == KPOOL_F16 ? Type(b.getF16Type())
+                                     : Type(b.getF32Type());
+  for (const abi::Kernel &kernel : abi::kernels) {
+    if (poolOffsetsOnly && kernel.id != abi::KernelId::PoolOffsets)
+      continue;
+    SmallVector<Type> args;
+    for (const abi::Operand &operand :
+         ArrayRef(kernel.operands, kernel.numOperands))
+      args.push_back(argumentType(b, operand, element, headDim, kpool));
+    auto fn =
+        func::FuncOp::create(b, loc, kernelFunctionName(prefix, kernel.id),
+                             b.getFunctionType(args, {}));
+    fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(fn.addEntryBlock());
+
+    // The op takes its `ins` (inputs and scalars) first, then its `outs`;
+    // the entry point takes the outputs first.
+    OperationState state(
+        loc, (KPoolDialect::getDialectNamespace() + "." + kernel.name).str());
+    state.addAttribute("kpool", b.getI64IntegerAttr(kpool));
+    if (kernel.geometry == abi::Geometry::KPoolHeadDim)
+      state.addAttribute("head_dim", b.getI64IntegerAttr(headDim));
+    for (bool outputs : {false, true})
+      for (auto [operand, arg] :
+           llvm::zip(ArrayRef(kernel.operands, kernel.numOperands),
+                     fn.getArguments()))
+        if ((operand.role == abi::Role::Output) == outputs)
+          state.addOperands(arg);
+    b.create(state);
+    func::ReturnOp::create(b, loc);
+  }
+  return module;
+}
