@@ -121,8 +121,10 @@ constexpr float kLn2Hi = 0.693147182464599609375f,
 // ... and Cody-Waite's for the scalar one without FMA (hi has 9 bits, so
 // n * hi is exact for |n| < 2^15).
 constexpr float kLn2HiCW = 0.693359375f, kLn2LoCW = -2.12194440e-4f;
-// Below this, 2^n leaves the normal range and is built in two steps.
-constexpr float kFastLimit = -87.0f;
+// At or above this, n >= -124, so exp(r) * 2^n is normal and the vector
+// path builds it by adding n to the exponent field; below it (and for
+// -inf), 2^n is built in two normal steps that round once.
+constexpr float kFastLimit = -86.0f;
 // exp(-110) < 2^-150 rounds to zero; clamping there keeps n bounded.
 constexpr float kLowClamp = -110.0f;
 
@@ -188,6 +190,7 @@ struct Ctx {
   /// even channels then the odd ones), row stride apeLStride floats.
   const float *apeL;
   int64_t apeLStride;
+  bool lanesPending; // apeL still to be built (bf16, vector path)
   /// ape as given (element strides).
   const float *ape;
   int64_t apeS0, apeS1;
@@ -224,9 +227,14 @@ void poolRowScalar(const Ctx &c, const Src &s, char *out, int64_t outInner) {
 // The vector path.
 //===----------------------------------------------------------------------===//
 
-/// exp of 8 lanes, each <= 0 or NaN. `Safe` handles lanes below kFastLimit
-/// (2^n subnormal or zero) with a two-step scale; NaN lanes stay NaN either
-/// way (the polynomial of NaN is NaN).
+/// exp of 8 lanes, each <= 0 or NaN. The fast form (every lane at or above
+/// kFastLimit, or NaN) reduces with f32(ln 2) alone: n * (ln 2 - f32(ln 2))
+/// is at most 124 * 1.9e-9, 2.4e-7 relative (4 ulps of f32 where |x| is
+/// near 86, below the contract's f32 allowance of 6 max|z| ulps; nothing at
+/// bf16 or f16), and scales by an integer add to the exponent bits; NaN
+/// lanes convert n to 0x80000000, whose shift is 0, so they stay NaN. The
+/// `Safe` form adds the low part of ln 2 and scales by two multiplies, for
+/// subnormal and zero results.
 template <bool Safe> KPOOL_AVX2_INLINE __m256 exp8(__m256 x) {
   if (Safe) // max(lo, x) returns x when x is NaN
     x = _mm256_max_ps(_mm256_set1_ps(kLowClamp), x);
@@ -234,27 +242,28 @@ template <bool Safe> KPOOL_AVX2_INLINE __m256 exp8(__m256 x) {
   __m256 kf = _mm256_fmadd_ps(x, _mm256_set1_ps(kLog2e), magic);
   __m256 nf = _mm256_sub_ps(kf, magic);
   __m256 r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(kLn2Hi), x);
-  r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(kLn2Lo), r);
+  if (Safe)
+    r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(kLn2Lo), r);
   __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(kC6), r, _mm256_set1_ps(kC5));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC4));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC3));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC2));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  // kf's bits are 0x4b400000 + n: shifted left by 23, only n << 23 remains.
-  __m256i kbits = _mm256_castps_si256(kf);
-  if (!Safe) {
-    __m256i scale = _mm256_add_epi32(_mm256_slli_epi32(kbits, 23),
-                                     _mm256_set1_epi32(127 << 23));
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
+  if (!Safe) { // p * 2^n, normal: add n to the exponent
+    __m256i n = _mm256_cvttps_epi32(nf);
+    return _mm256_castsi256_ps(
+        _mm256_add_epi32(_mm256_castps_si256(p), _mm256_slli_epi32(n, 23)));
   }
+  // kf's bits are 0x4b400000 + n.
+  __m256i kbits = _mm256_castps_si256(kf);
   __m256i n = _mm256_sub_epi32(kbits, _mm256_set1_epi32(0x4b400000));
   __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1);
   const __m256i bias = _mm256_set1_epi32(127);
-  __m256 s1 = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-  __m256 s2 = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  __m256 s1 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  __m256 s2 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
   return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
@@ -274,8 +283,8 @@ struct Bf16 {
   /// 16 bits of each lane.
   KPOOL_AVX2_INLINE static __m256i round(__m256 x) {
     __m256i u = _mm256_castps_si256(x);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16),
-                                   _mm256_set1_epi32(1));
+    __m256i lsb =
+        _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
     __m256i rounded =
         _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
     __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
@@ -377,12 +386,12 @@ KPOOL_AVX2_INLINE __m256 poolHalfDyn(const Src &s, int64_t K, int64_t off,
   __m256 maxZ = zOf<T, H>(s, 0, off, ape, apeStride);
   for (int64_t m = 1; m < K; ++m)
     maxZ = _mm256_max_ps(maxZ, zOf<T, H>(s, m, off, ape, apeStride));
-  __m256 e = exp8<true>(_mm256_sub_ps(zOf<T, H>(s, 0, off, ape, apeStride), maxZ));
+  __m256 e =
+      exp8<true>(_mm256_sub_ps(zOf<T, H>(s, 0, off, ape, apeStride), maxZ));
   __m256 sum = e;
   __m256 acc = _mm256_mul_ps(e, T::template half<H>(s.key(0), off));
   for (int64_t m = 1; m < K; ++m) {
-    e = exp8<true>(
-        _mm256_sub_ps(zOf<T, H>(s, m, off, ape, apeStride), maxZ));
+    e = exp8<true>(_mm256_sub_ps(zOf<T, H>(s, m, off, ape, apeStride), maxZ));
     sum = _mm256_add_ps(sum, e);
     acc = _mm256_add_ps(acc,
                         _mm256_mul_ps(e, T::template half<H>(s.key(m), off)));
@@ -459,6 +468,17 @@ KPOOL_AVX2 void compressRowsVector(const Ctx &c, StridedSrc s, int64_t count,
     s.g += gStep;
     out += outStride;
   }
+}
+
+KPOOL_AVX2 void expArrayVector(const float *x, float *out, int64_t n) {
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    __m256 low = _mm256_cmp_ps(v, _mm256_set1_ps(kFastLimit), _CMP_LT_OQ);
+    _mm256_storeu_ps(out + i,
+                     _mm256_movemask_ps(low) ? exp8<true>(v) : exp8<false>(v));
+  }
+  for (int64_t i = n / 8 * 8; i < n; ++i)
+    out[i] = kpool::bench::handExp(x[i]);
 }
 
 #endif // KPOOL_HAND_X86
@@ -546,25 +566,11 @@ Kernels prepare(Ctx &c, const HandGeometry &g, const KPoolView &ape,
     c.vector &= v->strides[v->rank - 1] == 1;
   c.apeL = c.ape;
   c.apeLStride = c.apeS0;
+  c.lanesPending = false;
 #ifdef KPOOL_HAND_X86
   if (c.vector) {
-    if (c.type == KPOOL_BF16) {
-      // Per 16-channel block: the even channels, then the odd ones.
-      static thread_local std::vector<float> lanes;
-      lanes.resize(c.K * c.D);
-      for (int64_t m = 0; m < c.K; ++m) {
-        const float *src = c.ape + m * c.apeS0;
-        float *dst = lanes.data() + m * c.D;
-        int64_t off = 0;
-        for (; off + 16 <= c.D; off += 16)
-          for (int64_t i = 0; i < 16; ++i)
-            dst[off + i] = src[off + laneChannel(c.type, i)];
-        for (; off < c.D; ++off)
-          dst[off] = src[off];
-      }
-      c.apeL = lanes.data();
-      c.apeLStride = c.D;
-    }
+    // Built on first use (a decode step often pools nothing).
+    c.lanesPending = c.type == KPOOL_BF16;
     switch (c.type) {
     case KPOOL_BF16:
       return kernelsFor<Bf16>(c.K);
@@ -577,6 +583,30 @@ Kernels prepare(Ctx &c, const HandGeometry &g, const KPoolView &ape,
 #endif
   c.vector = false;
   return {compressRowsScalar, poolRowScalarEntry<PtrSrc>};
+}
+
+/// Builds ape in the bf16 lane order if the call has not yet.
+void ensureLanes(Ctx &c) {
+  if (!c.lanesPending)
+    return;
+  c.lanesPending = false;
+  // Per 16-channel block: the even channels, then the odd ones.
+  static thread_local std::vector<float> lanes;
+  lanes.resize(c.K * c.D);
+  for (int64_t m = 0; m < c.K; ++m) {
+    const float *src = c.ape + m * c.apeS0;
+    float *dst = lanes.data() + m * c.D;
+    int64_t off = 0;
+    for (; off + 16 <= c.D; off += 16)
+      for (int64_t i = 0; i < 8; ++i) {
+        dst[off + i] = src[off + 2 * i];         // even channels
+        dst[off + 8 + i] = src[off + 2 * i + 1]; // odd channels
+      }
+    for (; off < c.D; ++off)
+      dst[off] = src[off];
+  }
+  c.apeL = lanes.data();
+  c.apeLStride = c.D;
 }
 
 uint32_t loadU32(const KPoolView &v, int64_t i) {
@@ -592,7 +622,7 @@ char *rowPtr(const KPoolView &v, int64_t esize, int64_t row) {
 }
 
 /// compress's pools of one request; `tokens` already 0 for bad rows.
-void compressRequest(const Ctx &c, const Kernels &kern, const KPoolView &pooled,
+void compressRequest(Ctx &c, const Kernels &kern, const KPoolView &pooled,
                      const KPoolView &k, const KPoolView &gate, int64_t start,
                      int64_t tokens, int64_t cached, int64_t rowLo,
                      int64_t rowHi) {
@@ -603,13 +633,11 @@ void compressRequest(const Ctx &c, const Kernels &kern, const KPoolView &pooled,
   count = std::min({count, rowHi - rowLo, pooled.sizes[0] - rowLo});
   if (count <= 0)
     return;
+  ensureLanes(c);
   int64_t es = c.esize;
-  StridedSrc s{rowPtr(k, es, start + skip),
-               rowPtr(gate, es, start + skip),
-               k.strides[0] * es,
-               gate.strides[0] * es,
-               k.strides[1] * es,
-               gate.strides[1] * es};
+  StridedSrc s{rowPtr(k, es, start + skip), rowPtr(gate, es, start + skip),
+               k.strides[0] * es,           gate.strides[0] * es,
+               k.strides[1] * es,           gate.strides[1] * es};
   kern.compressRows(c, s, count, rowPtr(pooled, es, rowLo),
                     pooled.strides[0] * es, pooled.strides[1] * es);
 }
@@ -623,11 +651,20 @@ const char *kpool::bench::handWrittenIsa() {
 
 void kpool::bench::setHandWrittenScalar(bool scalar) { forceScalar = scalar; }
 
-void kpool::bench::handCompress(const HandGeometry &g,
-                                const KPoolView &pooled, const KPoolView &k,
-                                const KPoolView &gate, const KPoolView &ape,
-                                const KPoolView &iro, const KPoolView &pro,
-                                const KPoolView &cache) {
+void kpool::bench::handExpArray(const float *x, float *out, int64_t n) {
+#ifdef KPOOL_HAND_X86
+  static const bool hasVector = cpuHasVector();
+  if (hasVector && !forceScalar)
+    return expArrayVector(x, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = handExp(x[i]);
+}
+
+void kpool::bench::handCompress(const HandGeometry &g, const KPoolView &pooled,
+                                const KPoolView &k, const KPoolView &gate,
+                                const KPoolView &ape, const KPoolView &iro,
+                                const KPoolView &pro, const KPoolView &cache) {
   if (!rowsOk(g, k) || !rowsOk(g, gate) || !rowsOk(g, pooled) ||
       ape.rank != 2 || ape.sizes[0] != g.kpool || ape.sizes[1] != g.headDim)
     return;
@@ -720,8 +757,7 @@ bool HandStep::run(const HandGeometry &g, const KPoolView &closedRows,
 
   // The work. Validated, so no guard below can fail.
   Ctx c;
-  Kernels kern =
-      prepare(c, g, ape, {&k, &gate, &pooled, &closedRows, &tail});
+  Kernels kern = prepare(c, g, ape, {&k, &gate, &pooled, &closedRows, &tail});
   const int64_t es = c.esize, rowBytes = D * es;
   for (int64_t b = 0; b <= B; ++b)
     static_cast<uint32_t *>(pro.data)[b * pro.strides[0]] = offsets_[b];
@@ -759,8 +795,13 @@ bool HandStep::run(const HandGeometry &g, const KPoolView &closedRows,
           gp[m] = rowPtr(gate, es, start + m - held);
         }
       }
-      PtrSrc s{kp, gp, held, tail.strides[3] * es, k.strides[1] * es,
+      PtrSrc s{kp,
+               gp,
+               held,
+               tail.strides[3] * es,
+               k.strides[1] * es,
                gate.strides[1] * es};
+      ensureLanes(c);
       kern.poolRow(c, s, closedRow, closedRows.strides[1] * es);
       closed[b * closedPool.strides[0]] = int32_t(id);
     } else {
@@ -781,8 +822,7 @@ bool HandStep::run(const HandGeometry &g, const KPoolView &closedRows,
         int64_t row = start + q - cached, r = q % R;
         const char *kRow = rowPtr(k, es, row), *gRow = rowPtr(gate, es, row);
         char *kDst = ring(slot, 0, r), *gDst = ring(slot, 1, r);
-        if (k.strides[1] == 1 && gate.strides[1] == 1 &&
-            tail.strides[3] == 1) {
+        if (k.strides[1] == 1 && gate.strides[1] == 1 && tail.strides[3] == 1) {
           std::memcpy(kDst, kRow, rowBytes);
           std::memcpy(gDst, gRow, rowBytes);
         } else {

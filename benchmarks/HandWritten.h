@@ -12,8 +12,8 @@
 // e = exp(z - M), Z and A summed in member order with separate roundings of
 // e * k and of each sum, one division, one rounding to T. Only exp differs
 // from the reference's std::exp: round-to-nearest range reduction, a
-// degree-6 minimax polynomial and a scale by exponent bits, with subnormal
-// results (exp(x) < 2^-126) computed, not flushed.
+// degree-6 minimax polynomial (Horner, FMA) and a scale by exponent bits,
+// with subnormal results (exp(x) < 2^-126) computed, not flushed.
 //
 // Operands are KPoolViews in the runtime's order (outputs first); every
 // guard of the contract's "Bad input" section that compress has is kept
@@ -71,7 +71,7 @@ public:
            const KPoolView &slotIdx, int32_t numRequests, std::string *error);
 
 private:
-  std::vector<uint32_t> seen_;   // per slot: the epoch that last used it
+  std::vector<uint32_t> seen_;    // per slot: the epoch that last used it
   std::vector<uint32_t> offsets_; // pool_row_offsets, published at the end
   uint32_t epoch_ = 0;
 };
@@ -79,6 +79,9 @@ private:
 /// The exp the hand-written kernels use, scalar form, for x <= 0 or NaN
 /// (what z - max z can be); exposed for the accuracy report.
 float handExp(float x);
+/// The same through the kernels' current path (AVX2 or scalar), 8 lanes
+/// at a time, each group of 8 taking the form the kernels would give it.
+void handExpArray(const float *x, float *out, int64_t n);
 
 } // namespace kpool::bench
 

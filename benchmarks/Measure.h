@@ -70,8 +70,8 @@ measureAdaptive(const std::vector<std::function<void()>> &fns, int rounds,
     auto start = Clock::now();
     fns[i]();
     double once = std::max(seconds(start, Clock::now()), 1e-9);
-    reps[i] = static_cast<int>(
-        std::clamp(sampleSeconds / once, 1.0, 1000000.0));
+    reps[i] =
+        static_cast<int>(std::clamp(sampleSeconds / once, 1.0, 1000000.0));
   }
   for (int r = 0; r < rounds; ++r)
     for (size_t i = 0; i < n; ++i) {
@@ -89,8 +89,7 @@ measureAdaptive(const std::vector<std::function<void()>> &fns, int rounds,
   for (size_t i = 0; i < n; ++i) {
     auto &s = samples[i];
     std::sort(s.begin(), s.end());
-    out[i] = {s.front(), s[s.size() / 2], static_cast<int>(s.size()),
-              reps[i]};
+    out[i] = {s.front(), s[s.size() / 2], static_cast<int>(s.size()), reps[i]};
   }
   return out;
 }

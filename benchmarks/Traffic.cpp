@@ -50,8 +50,7 @@ uint32_t loadU32(const KPoolView &v, int64_t i) {
 /// XOR of `rows` rows (row stride `stride` bytes) of `k` and of `gate`,
 /// `rowBytes` each, into `out`.
 void xorRowsScalar(const char *k, const char *gate, int64_t kStride,
-                   int64_t gStride, int64_t rows, int64_t rowBytes,
-                   char *out) {
+                   int64_t gStride, int64_t rows, int64_t rowBytes, char *out) {
   int64_t off = 0;
   for (; off + 8 <= rowBytes; off += 8) {
     uint64_t acc = 0, x;
@@ -126,7 +125,8 @@ void kpool::bench::trafficFloor(int64_t esize, int64_t D, int64_t K,
     int64_t skip = first * K - cached;
     int64_t rowLo = loadU32(pro, b), rowHi = loadU32(pro, b + 1);
     count = std::min({count, rowHi - rowLo, pooled.sizes[0] - rowLo});
-    const char *kRow = static_cast<const char *>(k.data) + (lo + skip) * kStride;
+    const char *kRow =
+        static_cast<const char *>(k.data) + (lo + skip) * kStride;
     const char *gRow =
         static_cast<const char *>(gate.data) + (lo + skip) * gStride;
     char *out = static_cast<char *>(pooled.data) + rowLo * oStride;

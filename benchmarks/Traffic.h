@@ -34,9 +34,7 @@ public:
   AlignedBuffer(const AlignedBuffer &) = delete;
   AlignedBuffer &operator=(const AlignedBuffer &) = delete;
 
-  template <typename T = void> T *data() const {
-    return static_cast<T *>(ptr);
-  }
+  template <typename T = void> T *data() const { return static_cast<T *>(ptr); }
   size_t size() const { return bytes; }
 
 private:
