@@ -155,6 +155,20 @@ kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
                  const KPoolView *inputRowOffsets,
                  const KPoolView *cacheLengths, bool validate);
 
+/// kpool.step, the fused serving step: what kpoolRingClose, kpoolPoolOffsets,
+/// kpoolCompress and kpoolSeedTail compute in that order, in one kernel.
+/// `closed` [B, head_dim] and `closedPool` [B] are ring_close's outputs,
+/// `poolRowOffsets` [B+1] pool_offsets', `pooled` [P, head_dim] compress's
+/// (P a capacity: a call of T tokens completes at most floor(T / kpool) + B
+/// pools) and `tail` the ring, read and written.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
+          const KPoolView *closedPool, const KPoolView *poolRowOffsets,
+          const KPoolView *pooled, const KPoolView *tail, const KPoolView *k,
+          const KPoolView *gate, const KPoolView *ape,
+          const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
+          const KPoolView *slotIdx, int32_t numRequests, bool validate);
+
 /*===----------------------------------------------------------------------===*
  * The kernel ABI
  *===----------------------------------------------------------------------===*/

@@ -296,6 +296,23 @@ KPoolError *kpoolRingClose(const KPoolKernelSet *kernels,
                    });
 }
 
+KPoolError *kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
+                      const KPoolView *closedPool, const KPoolView *pro,
+                      const KPoolView *pooled, const KPoolView *tail,
+                      const KPoolView *k, const KPoolView *gate,
+                      const KPoolView *ape, const KPoolView *iro,
+                      const KPoolView *cache, const KPoolView *slots,
+                      int32_t numRequests, bool validate) {
+  return runKernel(
+      kpool::abi::KernelId::Step, kernels,
+      {closed, closedPool, pro, pooled, tail, k, gate, ape, iro, cache, slots},
+      [&](const kpool::KernelSet &set) {
+        return set.step(*closed, *closedPool, *pro, *pooled, *tail, *k, *gate,
+                        *ape, *iro, *cache, *slots, numRequests,
+                        validation(validate));
+      });
+}
+
 KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
                              const KPoolView *pro, const KPoolView *iro,
                              const KPoolView *cache, bool validate) {

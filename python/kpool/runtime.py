@@ -320,6 +320,35 @@ class KernelSet:
                    num_requests=_i32(op, n))
         return pooled, closed_pool
 
+    def step(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
+             slot_idx, num_requests=None, *, pooled=None, validate=True):
+        """kpool.step, the fused serving step: ring_close, pool_offsets,
+        compress and seed_tail in one kernel. Updates ``tail`` in place and
+        returns ``(closed [B, head_dim], closed_pool [B] int32,
+        pool_row_offsets [B+1] uint32, pooled)``: ``pooled`` is the given
+        array (its rows a capacity) or a new zero-filled one of
+        ``floor(T / kpool) + B`` rows, the most a call of ``T`` tokens can
+        complete; its first ``pool_row_offsets[B]`` rows are the pools."""
+        op = "step"
+        cache = _meta(op, "cache_lengths", cache_lengths)
+        iro = _meta(op, "input_row_offsets", input_row_offsets)
+        slots = _meta(op, "slot_idx", slot_idx)
+        batch = cache.shape[0]
+        n = batch if num_requests is None else _i32(op, num_requests)
+        if pooled is None:
+            tokens = np.asarray(k).shape[0] if np.ndim(k) >= 1 else 0
+            pooled = np.zeros((tokens // self.kpool + batch, self.head_dim),
+                              dtype=self.dtype)
+        closed = np.zeros((batch, self.head_dim), dtype=self.dtype)
+        closed_pool = np.zeros(batch, dtype=np.int32)
+        pro = np.zeros(batch + 1, dtype=np.uint32)
+        self._call(op, validate, closed=closed, closed_pool=closed_pool,
+                   pool_row_offsets=pro, pooled=pooled, tail=tail, k=k,
+                   gate=gate, ape=ape, input_row_offsets=iro,
+                   cache_lengths=cache, slot_idx=slots,
+                   num_requests=_i32(op, n))
+        return closed, closed_pool, pro, pooled
+
 
 def _i32(op, n):
     return _int(op, "num_requests", n, -2**31, 2**31 - 1)

@@ -121,6 +121,43 @@ def test_ring_close(rng, etype):
     assert_bits(pooled2[2:], np.zeros((4, D), dtype=k.dtype))
 
 
+@pytest.mark.parametrize("etype", ETYPES)
+@pytest.mark.parametrize("num_requests", [None, 3])
+def test_step_matches_the_four_ops(rng, etype, num_requests):
+    """KernelSet.step (kpool.step, one kernel) returns what ring_close,
+    pool_offsets, compress and seed_tail return, bit for bit, and leaves
+    the ring as they do."""
+    iro, cache = batch_metadata(BATCH)
+    k, gate, ape = random_inputs(rng, int(iro[-1]), D, K, etype)
+    tail_k, tail_g, _ = random_inputs(rng, 8 * K, D, K, etype)
+    tail = np.stack([tail_k.reshape(8, K, D), tail_g.reshape(8, K, D)], 1)
+    slots = [4, 0, 6, 2, 7, 1]
+    ks = kpool.kernel_set(etype, D, K)
+    ring = tail.copy()
+    closed, ids = ks.ring_close(ring, k, gate, ape, iro, cache, slots,
+                                num_requests)
+    pro = ks.pool_offsets(iro, cache)
+    pooled = ks.compress(k, gate, ape, iro, pro, cache)
+    ks.seed_tail(ring, k, gate, iro, cache, slots, num_requests)
+
+    fused_ring = tail.copy()
+    f_closed, f_ids, f_pro, f_pooled = ks.step(
+        fused_ring, k, gate, ape, iro, cache, slots, num_requests)
+    assert f_ids.tolist() == ids.tolist()
+    assert f_pro.tolist() == pro.tolist()
+    assert_bits(f_closed, closed)
+    # The pooled output is a capacity: floor(T / K) + B rows.
+    assert f_pooled.shape == (int(iro[-1]) // K + len(cache), D)
+    assert_bits(f_pooled[:int(pro[-1])], pooled)
+    assert_bits(f_pooled[int(pro[-1]):], np.zeros_like(f_pooled[int(pro[-1]):]))
+    assert_bits(fused_ring, ring)
+    with pytest.raises(kpool.KPoolError,
+                       match=r"^step: the call completes 7 pool\(s\), past "
+                             r"the 2 rows of 'pooled'$"):
+        ks.step(fused_ring, k, gate, ape, iro, cache, slots,
+                pooled=np.zeros((2, D), dtype=k.dtype))
+
+
 def test_ring_close_matches_compress_bitwise(rng):
     """A pool closed from ring members is bit-identical to the same pool
     built by compress from the whole sequence."""

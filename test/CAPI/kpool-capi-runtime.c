@@ -292,12 +292,13 @@ int main(void) {
   report("bad target", kpoolKernelSetCreateForTarget((KPoolTarget)5, KPOOL_F32,
                                                      D, K, false, 0, &cudaSet));
   // The kernel ABI, as the Python package reads it.
-  // CHECK: abi: 4 kernels
+  // CHECK: abi: 5 kernels
   // CHECK-NEXT: abi: compress (kpoolCompress): pooled:o2e:?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:?
   // CHECK-NEXT: abi: seed_tail (kpoolSeedTail): tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
   // CHECK-NEXT: abi: ring_close (kpoolRingClose): pooled:o2e:?xD closed_pool:o1i:? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
   // CHECK-NEXT: abi: pool_offsets (kpoolPoolOffsets): pool_row_offsets:o1u:? input_row_offsets:i1u:? cache_lengths:i1u:?
-  // CHECK-NEXT: abi: kernel 4 is null: 1
+  // CHECK-NEXT: abi: step (kpoolStep): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
+  // CHECK-NEXT: abi: kernel 5 is null: 1
   printf("abi: %lld kernels\n", (long long)kpoolKernelAbiGetNumKernels());
   for (int64_t i = 0; i < kpoolKernelAbiGetNumKernels(); ++i) {
     const KPoolKernelInfo *info = kpoolKernelAbiGetKernel(i);
@@ -309,7 +310,9 @@ int main(void) {
     }
     printf("\n");
   }
-  printf("abi: kernel 4 is null: %d\n", kpoolKernelAbiGetKernel(4) == NULL);
+  printf("abi: kernel %lld is null: %d\n",
+         (long long)kpoolKernelAbiGetNumKernels(),
+         kpoolKernelAbiGetKernel(kpoolKernelAbiGetNumKernels()) == NULL);
   KPoolKernelSet *hugeSet = NULL;
   // CHECK: huge head_dim: error: kpool x head_dim = 4 x 4611686018427387904 is too large
   report("huge head_dim", kpoolKernelSetCreate(KPOOL_BF16, (int64_t)1 << 62,

@@ -483,6 +483,9 @@ bool expectOk(Check &c, const std::string &what, const Status &s) {
   return c.expect(s.ok(), what + " returned an error: " + s.message());
 }
 
+/// Calls whose fused kpool.step was compared with the four ops.
+int64_t stepCompared = 0;
+
 /// How a call's compress output and pool_row_offsets are chosen.
 struct CallOptions {
   Validation validation = Validation::Check;
@@ -505,7 +508,14 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
              const CallOptions &opt = CallOptions()) {
   Validation v = opt.validation;
   bool exact = opt.exact;
-  expectOk(c, tag + " ring_close", kRingClose(ks, kOps, v));
+  // The fused step runs on a copy of the call's operands afterwards.
+  Ops fused = kOps;
+  bool allOk = true;
+  auto ok = [&](const std::string &what, const Status &s) {
+    allOk &= s.ok();
+    return expectOk(c, what, s);
+  };
+  ok(tag + " ring_close", kRingClose(ks, kOps, v));
   {
     Ops s = absoluteKeys(rOps);
     rRingClose(cfg, s);
@@ -515,7 +525,7 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
   compareOps(c, tag + " after ring_close:", cfg, kOps, rOps, Fresh::RingClose,
              exact);
 
-  expectOk(c, tag + " pool_offsets", kPoolOffsets(ks, kOps, v));
+  ok(tag + " pool_offsets", kPoolOffsets(ks, kOps, v));
   rPoolOffsets(cfg, rOps);
   compareOps(c, tag + " after pool_offsets:", cfg, kOps, rOps, Fresh::None,
              exact);
@@ -531,7 +541,7 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
   rows += opt.extraPooledRows;
   kOps.pooled = Buffer::make(cfg.esize(), {rows, cfg.D}, kOps.pooledLayout);
   rOps.pooled = kOps.pooled;
-  expectOk(c, tag + " compress", kCompress(ks, kOps, v));
+  ok(tag + " compress", kCompress(ks, kOps, v));
   {
     Ops s = absoluteKeys(rOps);
     rCompress(cfg, s);
@@ -541,10 +551,28 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
   compareOps(c, tag + " after compress:", cfg, kOps, rOps, Fresh::Compress,
              exact);
 
-  expectOk(c, tag + " seed_tail", kSeedTail(ks, kOps, v));
+  ok(tag + " seed_tail", kSeedTail(ks, kOps, v));
   rSeedTail(cfg, rOps);
   compareOps(c, tag + " after seed_tail:", cfg, kOps, rOps, Fresh::None,
              exact);
+
+  // kpool.step on the same operands writes what the four ops wrote, bit for
+  // bit (every operand, canaries and gaps included), when they all
+  // succeeded with validation and computed their own pool_row_offsets.
+  if (allOk && v == Validation::Check && !opt.pro) {
+    fused.pooled =
+        Buffer::make(cfg.esize(), {rows, cfg.D}, kOps.pooledLayout);
+    Status s = ks.step(fused.rcPooled.view(), fused.closed.view(),
+                       fused.pro.view(), fused.pooled.view(), fused.tail.view(),
+                       fused.k.view(), fused.gate.view(), fused.ape.view(),
+                       fused.iro.view(), fused.cache.view(), fused.slots.view(),
+                       fused.numRequests, v);
+    if (expectOk(c, tag + " step", s)) {
+      compareOps(c, tag + " step vs the four ops:", cfg, fused, kOps,
+                 Fresh::None, /*exact=*/true);
+      ++stepCompared;
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1720,6 +1748,9 @@ int main(int argc, char **argv) {
     }
     std::printf("\n");
   }
+  std::printf("kpool.step: %lld calls bit-identical to ring_close + "
+              "pool_offsets + compress + seed_tail\n",
+              (long long)stepCompared);
   std::printf("%d passed, %d failed\n", suite.passed, suite.failed);
   return suite.failed ? 1 : 0;
 }

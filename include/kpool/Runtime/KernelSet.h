@@ -162,6 +162,21 @@ public:
                      const View &cacheLengths,
                      Validation validation = Validation::Check) const;
 
+  /// kpool.step, the fused serving step: ring_close, pool_offsets, compress
+  /// and seed_tail in one kernel, with what the four calls produce.
+  /// `closed` [B, head_dim] and `closedPool` [B] are ring_close's outputs,
+  /// `poolRowOffsets` [B+1] pool_offsets', `pooled` compress's (its rows
+  /// are a capacity: at most floor(T / kpool) + B pools come out of a call
+  /// of T tokens; validation rejects fewer rows than the call's pools) and
+  /// `tail` the ring, read and written. Validation makes one pass over the
+  /// metadata for the whole step.
+  Status step(const View &closed, const View &closedPool,
+              const View &poolRowOffsets, const View &pooled, const View &tail,
+              const View &k, const View &gate, const View &ape,
+              const View &inputRowOffsets, const View &cacheLengths,
+              const View &slotIdx, int32_t numRequests,
+              Validation validation = Validation::Check) const;
+
   ~KernelSet();
 
   /// Wraps `backend` as a kernel set (uncached); prefer get().

@@ -387,3 +387,39 @@ Status KernelSet::ringClose(const View &pooled, const View &closed,
                                         cache, slots, numRequests});
   return Status();
 }
+
+Status KernelSet::step(const View &closed, const View &closedPool,
+                       const View &pro, const View &pooled, const View &tail,
+                       const View &k, const View &gate, const View &ape,
+                       const View &iro, const View &cache, const View &slots,
+                       int32_t numRequests, Validation validation) const {
+  const KernelConfig &c = impl->config;
+  Validator v = impl->validator("step");
+  if (!impl->backend.step)
+    return v.error("this kernel set has only the pool_offsets kernel");
+  KPOOL_TRY(checkRing(v, c, tail, k, gate, iro, cache, slots, numRequests,
+                      validation));
+  int64_t batch = cache.sizes[0];
+  KPOOL_TRY(v.shape("ape", ape, {c.kpool, c.headDim}, "kpool x head_dim"));
+  KPOOL_TRY(v.shape("closed", closed, {batch, c.headDim}, "batch x head_dim"));
+  KPOOL_TRY(v.shape("closed_pool", closedPool, {batch}, "batch"));
+  KPOOL_TRY(v.shape("pool_row_offsets", pro, {batch + 1}, "batch + 1"));
+  KPOOL_TRY(v.shape("pooled", pooled, {-1, c.headDim}, "pools x head_dim"));
+  if (validation == Validation::Check) {
+    // checkRing checked the rows of the first num_requests requests; the
+    // pools of every request must fit the pooled rows. The counts come from
+    // the pool_offsets kernel (one implementation of the arithmetic).
+    std::vector<uint32_t> offsets;
+    KPOOL_TRY(v.load(iro, offsets));
+    KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
+    std::vector<uint32_t> expected(batch + 1);
+    KPOOL_TRY(impl->expectedPoolOffsets(*this, iro, cache, expected));
+    if (expected[batch] > pooled.sizes[0])
+      return v.error("the call completes " + std::to_string(expected[batch]) +
+                     " pool(s), past the " + std::to_string(pooled.sizes[0]) +
+                     " rows of 'pooled'");
+  }
+  abi::invoke(impl->backend.step, {closed, closedPool, pro, pooled, tail, k,
+                                   gate, ape, iro, cache, slots, numRequests});
+  return Status();
+}

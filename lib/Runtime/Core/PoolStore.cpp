@@ -2,6 +2,7 @@
 
 #include "kpool/Runtime/PoolStore.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -189,38 +190,43 @@ Status PoolStore::stepImpl(const View &k, const View &gate,
   View ringView = denseView(ring.get(), {maxSlots, 2, window, c.headDim});
   int32_t numRequests = static_cast<int32_t>(batch);
 
-  // ring_close reads the ring before seed_tail overwrites it.
+  // Everything the step allocates, before the kernel changes the ring: an
+  // allocation that fails (thrown, reported by step()) changes nothing. A
+  // request of n tokens completes at most floor(n / K) + 1 pools of this
+  // call's tokens, plus the one the ring closes.
+  // Only valid metadata reaches the kernel (the step validates it first),
+  // so the rows of `k` bound every request's tokens: a call of T rows
+  // completes at most floor(T / K) + B pools.
+  int64_t capacity = 0, kRows = k.sizes[0] > 0 ? k.sizes[0] : 0;
+  for (int64_t b = 0; b < batch; ++b)
+    capacity += std::clamp<int64_t>(int64_t(iro[b + 1]) - int64_t(iro[b]), 0,
+                                    kRows) /
+                    c.kpool +
+                1;
+  capacity = std::min(capacity, kRows / c.kpool + batch);
   std::vector<uint8_t> closedRows(batch * rowBytes);
   std::vector<int32_t> closed(batch);
-  View closedRowsView = denseView(closedRows.data(), {batch, c.headDim});
-  View closedView = denseView(closed.data(), {batch});
-  if (Status s = kernelSet->ringClose(closedRowsView, closedView, ringView, k,
-                                      gate, apeView, iroView, cacheView,
-                                      slotView, numRequests);
-      !s.ok())
-    return s;
-  if (Status s = kernelSet->poolOffsets(proView, iroView, cacheView); !s.ok())
-    return s;
-  int64_t numPools = batch ? pro[batch] : 0;
-  std::vector<uint8_t> pooled(numPools * rowBytes);
-  View pooledView = denseView(pooled.data(), {numPools, c.headDim});
-  if (Status s = kernelSet->compress(pooledView, k, gate, apeView, iroView,
-                                     proView, cacheView);
-      !s.ok())
-    return s;
-  // Everything the step allocates, before seed_tail changes the ring: an
-  // allocation that fails (thrown, reported by step()) changes nothing.
+  std::vector<uint8_t> pooled(capacity * rowBytes);
   int64_t newPools = 0;
   for (int64_t b = 0; b < batch; ++b) {
-    int64_t count = (closed[b] >= 0 ? 1 : 0) + int64_t(pro[b + 1] - pro[b]);
+    int64_t count =
+        2 + std::clamp<int64_t>(int64_t(iro[b + 1]) - int64_t(iro[b]), 0,
+                                kRows) /
+                c.kpool;
     std::vector<uint8_t> &pools = store[slots[b]];
     pools.reserve(pools.size() + count * rowBytes);
     newPools += count;
   }
   if (produced)
     produced->reserve(produced->size() + newPools);
-  if (Status s = kernelSet->seedTail(ringView, k, gate, iroView, cacheView,
-                                     slotView, numRequests);
+
+  // One kernel: ring_close, pool_offsets, compress, seed_tail (kpool.step).
+  View closedRowsView = denseView(closedRows.data(), {batch, c.headDim});
+  View closedView = denseView(closed.data(), {batch});
+  View pooledView = denseView(pooled.data(), {capacity, c.headDim});
+  if (Status s = kernelSet->step(closedRowsView, closedView, proView,
+                                 pooledView, ringView, k, gate, apeView,
+                                 iroView, cacheView, slotView, numRequests);
       !s.ok())
     return s;
 
