@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks and benchmarks, for a machine with an NVIDIA GPU (sm_90)
-# and no LLVM/MLIR: runs kpool-gpu-check, kpool-gpu-demo and kpool-bench-gpu
+# and no LLVM/MLIR: runs kpool-gpu-check, kpool-gpu-capture (a serving step
+# captured with cuStreamBeginCapture into a CUDA graph, instantiated and
+# replayed with metadata rewritten in place, bit-identical to eager, a second
+# stream running its own schedule, per-step times from CUDA events, and a
+# child forked before the first CUDA call), kpool-gpu-demo and kpool-bench-gpu
 # from a pack folder (and benchmarks/torch_compress.py when PyTorch imports),
 # each under a timeout, prints everything and exits non-zero when any check
 # fails (2 when there is no usable GPU).
@@ -17,7 +21,7 @@
 #       carry=["build/gpu-pack"], timeout_s=420)
 # Without an argument the script uses the folder it sits in when that holds
 # the executables (a copy in the pack), else build/gpu-pack.
-# The steps' timeouts (90 + 45 + 120 + 120 s) bound the run at about 6.5
+# The steps' timeouts (90 + 45 + 45 + 120 + 120 s) bound the run at about 7
 # minutes; it should take well under one once the machine is up.
 #
 # If the device's loader rejects a binary (a missing library or symbol
@@ -44,7 +48,7 @@ pack="$(cd "$pack" 2>/dev/null && pwd)" || {
   exit 1
 }
 tokens="${KPOOL_BENCH_TOKENS:-1048576}"
-for f in kpool-gpu-check kpool-gpu-demo kpool-bench-gpu libkpool_cuda_runtime.so; do
+for f in kpool-gpu-check kpool-gpu-capture kpool-gpu-demo kpool-bench-gpu libkpool_cuda_runtime.so; do
   if [ ! -e "$pack/$f" ]; then
     echo "device-check: $pack/$f is missing (make the pack with ninja kpool-gpu-pack)"
     exit 1
@@ -77,10 +81,11 @@ if [ "${KPOOL_RELINK:-0}" = 1 ] ||
   c++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -I"$cuda/include" \
     "$r/CudaRuntimeWrappers.cpp" -o "$pack/libkpool_cuda_runtime.so" \
     -L"$cuda/lib64/stubs" -L"$cuda/lib/stubs" -lcuda || exit 1
-  for exe in kpool-gpu-check kpool-gpu-demo kpool-bench-gpu; do
+  for exe in kpool-gpu-check kpool-gpu-capture kpool-gpu-demo kpool-bench-gpu; do
     c++ -o "$pack/$exe" "$r/$exe.o" "$r"/libKPoolGpuSupport.a \
       "$r"/libkpool_gpu_*.a "$r"/libKPoolRuntimeCore.a "$r"/libKPoolReference.a \
-      -L"$pack" -lkpool_cuda_runtime -Wl,-rpath,'$ORIGIN' -ldl || exit 1
+      -L"$pack" -lkpool_cuda_runtime -Wl,-rpath,'$ORIGIN' -ldl \
+      -L"$cuda/lib64/stubs" -L"$cuda/lib/stubs" -lcuda || exit 1
   done
   ldd "$pack/kpool-gpu-check"
 fi
@@ -108,6 +113,10 @@ if [ $no_gpu -eq 1 ]; then
   echo "device-check: no usable GPU here; nothing else to run"
   exit 2
 fi
+# Capture and replay: 50 replays, two streams, CUDA-event step times; then
+# the same in a child forked before any CUDA call, and in the parent after.
+step kpool-gpu-capture 45 "$pack/kpool-gpu-capture" --steps=50
+step kpool-gpu-capture-fork 45 "$pack/kpool-gpu-capture" --fork --steps=8
 step kpool-gpu-demo 45 "$pack/kpool-gpu-demo"
 step kpool-bench-gpu 120 "$pack/kpool-bench-gpu" "$tokens"
 

@@ -117,10 +117,20 @@ kpoolKernelSetGetKPool(const KPoolKernelSet *kernels);
 /// The set's target; -1 for a NULL set.
 KPOOL_CAPI_EXPORTED int kpoolKernelSetGetTarget(const KPoolKernelSet *kernels);
 
-// The ops, operands in the order of the C++ KernelSet (outputs first). With
-// `validate` false the host-side checks of the metadata values are skipped
-// and only the kernels' own guards remain (shapes are always checked); that
-// exists to test the guards.
+// The ops, operands in the order of the C++ KernelSet (outputs first), then
+// `stream`, the caller's stream (a CUstream as an opaque pointer): on the
+// CUDA target a call only enqueues its launches there -- no
+// synchronization, allocation, free, host-device copy or module load on
+// its path -- so it can be captured into a CUDA graph; NULL is CUDA's NULL
+// stream of the current context (the legacy default stream), enqueued on
+// and never synchronized. CPU kernels ignore the stream and finish before
+// the call returns. Shapes are always checked. With `validate` true the
+// metadata values are checked on the host first (the request and field at
+// fault are named); on the CUDA target the metadata is device memory, which
+// a call never reads back, so `validate` true returns an error saying so:
+// pass false there and check host copies with kpoolCheck* before uploading
+// them. `validate` false on the CPU leaves only the kernels' own guards;
+// that exists to test them.
 
 /// kpool.compress: pooled[pool_row_offsets[b] + j] for each pool j made only
 /// of request b's tokens in this call.
@@ -128,7 +138,7 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolCompress(const KPoolKernelSet *kernels, const KPoolView *pooled,
               const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
               const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
-              const KPoolView *cacheLengths, bool validate);
+              const KPoolView *cacheLengths, void *stream, bool validate);
 
 /// kpool.seed_tail: stores each request's last R positions that this call
 /// brings in its ring slot of `tail` ([max_slots, 2, R, head_dim] with the
@@ -137,7 +147,7 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
               const KPoolView *k, const KPoolView *gate,
               const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-              const KPoolView *slotIdx, int32_t numRequests, bool validate);
+              const KPoolView *slotIdx, int32_t numRequests, void *stream, bool validate);
 
 /// kpool.ring_close: closes the pool the ring holds open for each request;
 /// writes every row of `pooled` [B, head_dim] and `closedPool` [B].
@@ -146,14 +156,56 @@ kpoolRingClose(const KPoolKernelSet *kernels, const KPoolView *pooled,
                const KPoolView *closedPool, const KPoolView *tail,
                const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
                const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-               const KPoolView *slotIdx, int32_t numRequests, bool validate);
+               const KPoolView *slotIdx, int32_t numRequests, void *stream, bool validate);
 
 /// kpool.pool_offsets: the exclusive prefix sum of the per-request counts of
 /// pools made only of this call's tokens ([B+1]).
 KPOOL_CAPI_EXPORTED KPoolError *
 kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
                  const KPoolView *inputRowOffsets,
-                 const KPoolView *cacheLengths, bool validate);
+                 const KPoolView *cacheLengths, void *stream, bool validate);
+
+/// Loads what `kernels` need in the context of `stream` (the GPU modules)
+/// so that no later call loads anything: an engine calls it once before
+/// capturing calls into a CUDA graph. Not stream-ordered; never call it
+/// during a capture. Nothing to do on the CPU.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolKernelSetPrepare(const KPoolKernelSet *kernels, void *stream);
+
+/// Host-side validation as an explicit call, for metadata in host memory (a
+/// GPU engine's host copies of what it will upload): the checks `validate`
+/// makes on the CPU, with the same messages; the other views are read only
+/// for their shapes (they may be device memory). Launches nothing.
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolCheckCompress(const KPoolKernelSet *kernels, const KPoolView *pooled,
+                   const KPoolView *k, const KPoolView *gate,
+                   const KPoolView *ape, const KPoolView *inputRowOffsets,
+                   const KPoolView *poolRowOffsets,
+                   const KPoolView *cacheLengths);
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolCheckSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
+                   const KPoolView *k, const KPoolView *gate,
+                   const KPoolView *inputRowOffsets,
+                   const KPoolView *cacheLengths, const KPoolView *slotIdx,
+                   int32_t numRequests);
+KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckRingClose(
+    const KPoolKernelSet *kernels, const KPoolView *pooled,
+    const KPoolView *closedPool, const KPoolView *tail, const KPoolView *k,
+    const KPoolView *gate, const KPoolView *ape,
+    const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
+    const KPoolView *slotIdx, int32_t numRequests);
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolCheckPoolOffsets(const KPoolKernelSet *kernels,
+                      const KPoolView *poolRowOffsets,
+                      const KPoolView *inputRowOffsets,
+                      const KPoolView *cacheLengths);
+KPOOL_CAPI_EXPORTED KPoolError *
+kpoolCheckStep(const KPoolKernelSet *kernels, const KPoolView *closed,
+               const KPoolView *closedPool, const KPoolView *poolRowOffsets,
+               const KPoolView *pooled, const KPoolView *tail,
+               const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
+               const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
+               const KPoolView *slotIdx, int32_t numRequests);
 
 /// kpool.step, the fused serving step: what kpoolRingClose, kpoolPoolOffsets,
 /// kpoolCompress and kpoolSeedTail compute in that order, in one kernel.
@@ -167,7 +219,8 @@ kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
           const KPoolView *pooled, const KPoolView *tail, const KPoolView *k,
           const KPoolView *gate, const KPoolView *ape,
           const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-          const KPoolView *slotIdx, int32_t numRequests, bool validate);
+          const KPoolView *slotIdx, int32_t numRequests, void *stream,
+          bool validate);
 
 /*===----------------------------------------------------------------------===*
  * The kernel ABI
@@ -178,6 +231,7 @@ typedef enum KPoolOperandRole {
   KPOOL_OPERAND_OUTPUT = 0, ///< a view the kernel writes
   KPOOL_OPERAND_INPUT = 1,  ///< a view the kernel reads
   KPOOL_OPERAND_SCALAR = 2, ///< a value (int32_t for KPOOL_KIND_I32)
+  KPOOL_OPERAND_CONTEXT = 3, ///< the per-call context: the caller's stream
 } KPoolOperandRole;
 
 /// What an operand's elements are.
@@ -186,6 +240,7 @@ typedef enum KPoolOperandKind {
   KPOOL_KIND_U32 = 1,     ///< metadata: 32-bit unsigned
   KPOOL_KIND_I32 = 2,
   KPOOL_KIND_F32 = 3,
+  KPOOL_KIND_STREAM = 4, ///< a CUstream as void * (KPOOL_OPERAND_CONTEXT)
 } KPoolOperandKind;
 
 /// One operand of a kernel.
@@ -200,7 +255,8 @@ typedef struct KPoolOperandInfo {
 
 /// One kernel: the C function that runs it takes the kernel set, then one
 /// argument per operand in this order (const KPoolView * for views, the
-/// value for scalars), then `bool validate`, and returns a KPoolError *.
+/// value for scalars, void * for the stream, always last), then `bool
+/// validate`, and returns a KPoolError *.
 typedef struct KPoolKernelInfo {
   const char *name;         ///< the op, e.g. "compress" (kpool.compress)
   const char *capiFunction; ///< e.g. "kpoolCompress"

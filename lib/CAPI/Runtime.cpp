@@ -248,7 +248,8 @@ runKernel(kpool::abi::KernelId id, const KPoolKernelSet *kernels,
     KPOOL_CHECK(checkKernels(kernel.name, kernels));
     const KPoolView *const *view = views.begin();
     for (int i = 0; i < kernel.numOperands; ++i)
-      if (kernel.operands[i].role != kpool::abi::Role::Scalar)
+      if (kernel.operands[i].role != kpool::abi::Role::Scalar &&
+          kernel.operands[i].role != kpool::abi::Role::Context)
         KPOOL_CHECK(checkView(kernel.name, kernel.operands[i].name, *view++));
     return wrap(call(*kernels->kernels));
   });
@@ -258,12 +259,14 @@ KPoolError *kpoolCompress(const KPoolKernelSet *kernels,
                           const KPoolView *pooled, const KPoolView *k,
                           const KPoolView *gate, const KPoolView *ape,
                           const KPoolView *iro, const KPoolView *pro,
-                          const KPoolView *cache, bool validate) {
+                          const KPoolView *cache, void *stream,
+                          bool validate) {
   return runKernel(kpool::abi::KernelId::Compress, kernels,
                    {pooled, k, gate, ape, iro, pro, cache},
                    [&](const kpool::KernelSet &set) {
                      return set.compress(*pooled, *k, *gate, *ape, *iro, *pro,
-                                         *cache, validation(validate));
+                                         *cache, kpool::Stream(stream),
+                                         validation(validate));
                    });
 }
 
@@ -271,12 +274,13 @@ KPoolError *kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
                           const KPoolView *k, const KPoolView *gate,
                           const KPoolView *iro, const KPoolView *cache,
                           const KPoolView *slots, int32_t numRequests,
-                          bool validate) {
+                          void *stream, bool validate) {
   return runKernel(kpool::abi::KernelId::SeedTail, kernels,
                    {tail, k, gate, iro, cache, slots},
                    [&](const kpool::KernelSet &set) {
                      return set.seedTail(*tail, *k, *gate, *iro, *cache, *slots,
-                                         numRequests, validation(validate));
+                                         numRequests, kpool::Stream(stream),
+                                         validation(validate));
                    });
 }
 
@@ -286,13 +290,14 @@ KPoolError *kpoolRingClose(const KPoolKernelSet *kernels,
                            const KPoolView *gate, const KPoolView *ape,
                            const KPoolView *iro, const KPoolView *cache,
                            const KPoolView *slots, int32_t numRequests,
-                           bool validate) {
+                           void *stream, bool validate) {
   return runKernel(kpool::abi::KernelId::RingClose, kernels,
                    {pooled, closed, tail, k, gate, ape, iro, cache, slots},
                    [&](const kpool::KernelSet &set) {
                      return set.ringClose(*pooled, *closed, *tail, *k, *gate,
                                           *ape, *iro, *cache, *slots,
-                                          numRequests, validation(validate));
+                                          numRequests, kpool::Stream(stream),
+                                          validation(validate));
                    });
 }
 
@@ -302,24 +307,102 @@ KPoolError *kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
                       const KPoolView *k, const KPoolView *gate,
                       const KPoolView *ape, const KPoolView *iro,
                       const KPoolView *cache, const KPoolView *slots,
-                      int32_t numRequests, bool validate) {
+                      int32_t numRequests, void *stream, bool validate) {
   return runKernel(
       kpool::abi::KernelId::Step, kernels,
       {closed, closedPool, pro, pooled, tail, k, gate, ape, iro, cache, slots},
       [&](const kpool::KernelSet &set) {
         return set.step(*closed, *closedPool, *pro, *pooled, *tail, *k, *gate,
                         *ape, *iro, *cache, *slots, numRequests,
-                        validation(validate));
+                        kpool::Stream(stream), validation(validate));
+      });
+}
+
+KPoolError *kpoolCheckStep(const KPoolKernelSet *kernels,
+                           const KPoolView *closed,
+                           const KPoolView *closedPool, const KPoolView *pro,
+                           const KPoolView *pooled, const KPoolView *tail,
+                           const KPoolView *k, const KPoolView *gate,
+                           const KPoolView *ape, const KPoolView *iro,
+                           const KPoolView *cache, const KPoolView *slots,
+                           int32_t numRequests) {
+  return runKernel(
+      kpool::abi::KernelId::Step, kernels,
+      {closed, closedPool, pro, pooled, tail, k, gate, ape, iro, cache, slots},
+      [&](const kpool::KernelSet &set) {
+        return set.checkStep(*closed, *closedPool, *pro, *pooled, *tail, *k,
+                             *gate, *ape, *iro, *cache, *slots, numRequests);
       });
 }
 
 KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
                              const KPoolView *pro, const KPoolView *iro,
-                             const KPoolView *cache, bool validate) {
+                             const KPoolView *cache, void *stream,
+                             bool validate) {
   return runKernel(kpool::abi::KernelId::PoolOffsets, kernels,
                    {pro, iro, cache}, [&](const kpool::KernelSet &set) {
                      return set.poolOffsets(*pro, *iro, *cache,
+                                            kpool::Stream(stream),
                                             validation(validate));
+                   });
+}
+
+KPoolError *kpoolKernelSetPrepare(const KPoolKernelSet *kernels,
+                                  void *stream) {
+  return guard("prepare", [&]() -> KPoolError * {
+    KPOOL_CHECK(checkKernels("prepare", kernels));
+    return wrap(kernels->kernels->prepare(kpool::Stream(stream)));
+  });
+}
+
+KPoolError *kpoolCheckCompress(const KPoolKernelSet *kernels,
+                               const KPoolView *pooled, const KPoolView *k,
+                               const KPoolView *gate, const KPoolView *ape,
+                               const KPoolView *iro, const KPoolView *pro,
+                               const KPoolView *cache) {
+  return runKernel(kpool::abi::KernelId::Compress, kernels,
+                   {pooled, k, gate, ape, iro, pro, cache},
+                   [&](const kpool::KernelSet &set) {
+                     return set.checkCompress(*pooled, *k, *gate, *ape, *iro,
+                                              *pro, *cache);
+                   });
+}
+
+KPoolError *kpoolCheckSeedTail(const KPoolKernelSet *kernels,
+                               const KPoolView *tail, const KPoolView *k,
+                               const KPoolView *gate, const KPoolView *iro,
+                               const KPoolView *cache, const KPoolView *slots,
+                               int32_t numRequests) {
+  return runKernel(kpool::abi::KernelId::SeedTail, kernels,
+                   {tail, k, gate, iro, cache, slots},
+                   [&](const kpool::KernelSet &set) {
+                     return set.checkSeedTail(*tail, *k, *gate, *iro, *cache,
+                                              *slots, numRequests);
+                   });
+}
+
+KPoolError *kpoolCheckRingClose(const KPoolKernelSet *kernels,
+                                const KPoolView *pooled,
+                                const KPoolView *closed, const KPoolView *tail,
+                                const KPoolView *k, const KPoolView *gate,
+                                const KPoolView *ape, const KPoolView *iro,
+                                const KPoolView *cache, const KPoolView *slots,
+                                int32_t numRequests) {
+  return runKernel(kpool::abi::KernelId::RingClose, kernels,
+                   {pooled, closed, tail, k, gate, ape, iro, cache, slots},
+                   [&](const kpool::KernelSet &set) {
+                     return set.checkRingClose(*pooled, *closed, *tail, *k,
+                                               *gate, *ape, *iro, *cache,
+                                               *slots, numRequests);
+                   });
+}
+
+KPoolError *kpoolCheckPoolOffsets(const KPoolKernelSet *kernels,
+                                  const KPoolView *pro, const KPoolView *iro,
+                                  const KPoolView *cache) {
+  return runKernel(kpool::abi::KernelId::PoolOffsets, kernels,
+                   {pro, iro, cache}, [&](const kpool::KernelSet &set) {
+                     return set.checkPoolOffsets(*pro, *iro, *cache);
                    });
 }
 
@@ -351,11 +434,13 @@ struct AbiTable {
 // The C enums are the C++ ones.
 static_assert(int(kpool::abi::Role::Output) == KPOOL_OPERAND_OUTPUT &&
               int(kpool::abi::Role::Input) == KPOOL_OPERAND_INPUT &&
-              int(kpool::abi::Role::Scalar) == KPOOL_OPERAND_SCALAR);
+              int(kpool::abi::Role::Scalar) == KPOOL_OPERAND_SCALAR &&
+              int(kpool::abi::Role::Context) == KPOOL_OPERAND_CONTEXT);
 static_assert(int(kpool::abi::Kind::Element) == KPOOL_KIND_ELEMENT &&
               int(kpool::abi::Kind::U32) == KPOOL_KIND_U32 &&
               int(kpool::abi::Kind::I32) == KPOOL_KIND_I32 &&
-              int(kpool::abi::Kind::F32) == KPOOL_KIND_F32);
+              int(kpool::abi::Kind::F32) == KPOOL_KIND_F32 &&
+              int(kpool::abi::Kind::Stream) == KPOOL_KIND_STREAM);
 
 const AbiTable &abiTable() {
   static const AbiTable *table = new AbiTable;

@@ -6,6 +6,7 @@
 #include "kpool/Runtime/View.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -37,6 +38,8 @@ static Type argumentType(OpBuilder &b, const abi::Operand &operand,
   Type kind = operand.kind == abi::Kind::Element ? element
               : operand.kind == abi::Kind::F32   ? Type(b.getF32Type())
                                                  : Type(b.getI32Type());
+  if (operand.role == abi::Role::Context)
+    return LLVM::LLVMPointerType::get(b.getContext());
   if (operand.role == abi::Role::Scalar)
     return kind;
   int64_t dyn = ShapedType::kDynamic;
@@ -61,7 +64,7 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
                                int64_t headDim, int64_t kpool, StringRef prefix,
                                bool poolOffsetsOnly) {
   ctx.loadDialect<func::FuncDialect, memref::MemRefDialect, arith::ArithDialect,
-                  KPoolDialect>();
+                  LLVM::LLVMDialect, KPoolDialect>();
   OpBuilder b(&ctx);
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
@@ -95,7 +98,8 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
       for (auto [operand, arg] :
            llvm::zip(ArrayRef(kernel.operands, kernel.numOperands),
                      fn.getArguments()))
-        if ((operand.role == abi::Role::Output) == outputs)
+        if (operand.role != abi::Role::Context &&
+            (operand.role == abi::Role::Output) == outputs)
           state.addOperands(arg);
     b.create(state);
     func::ReturnOp::create(b, loc);

@@ -39,14 +39,17 @@ TARGET_CUDA = 1
 OUTPUT = 0
 INPUT = 1
 SCALAR = 2
+CONTEXT = 3
 
 # KPoolOperandKind
 KIND_ELEMENT = 0
 KIND_U32 = 1
 KIND_I32 = 2
 KIND_F32 = 3
+KIND_STREAM = 4
 
-#: One operand of a kernel: ``name``, ``role`` (OUTPUT, INPUT, SCALAR),
+#: One operand of a kernel: ``name``, ``role`` (OUTPUT, INPUT, SCALAR, or
+#: CONTEXT for the caller's stream, always last),
 #: ``rank``, ``kind`` (KIND_*) and ``shape`` ("?xD": '?' any extent, 'D'
 #: head_dim, 'K' kpool).
 Operand = collections.namedtuple("Operand", "name role rank kind shape")
@@ -158,13 +161,16 @@ def _declare(lib):
     fn("kpoolKernelSetGetTarget", ctypes.c_int, c_void_p)
     fn("kpoolKernelAbiGetNumKernels", c_int64)
     fn("kpoolKernelAbiGetKernel", ctypes.POINTER(_KernelInfo), c_int64)
-    # The kernels: (kernel set, one argument per operand, validate).
-    scalar = {KIND_I32: c_int32, KIND_F32: ctypes.c_float}
+    # The kernels: (kernel set, one argument per operand, validate); the
+    # stream (CONTEXT) is a CUstream as void *.
+    scalar = {KIND_I32: c_int32, KIND_F32: ctypes.c_float,
+              KIND_STREAM: c_void_p}
     table = _read_kernels(lib)
     for kernel in table.values():
         fn(kernel.capi_function, _ErrorP, c_void_p,
-           *[scalar[o.kind] if o.role == SCALAR else _ViewP
+           *[scalar[o.kind] if o.role in (SCALAR, CONTEXT) else _ViewP
              for o in kernel.operands], c_bool)
+    fn("kpoolKernelSetPrepare", _ErrorP, c_void_p, c_void_p)
     fn("kpoolPoolStoreCreate", _ErrorP, c_void_p, c_int64,
        ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
     fn("kpoolPoolStoreCreateWithWindow", _ErrorP, c_void_p, c_int64,

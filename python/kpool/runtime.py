@@ -233,7 +233,9 @@ class KernelSet:
                   _capi.KIND_U32: np.dtype(np.uint32),
                   _capi.KIND_I32: np.dtype(np.int32),
                   _capi.KIND_F32: np.dtype(np.float32)}
+        operands.setdefault("stream", None)
         args = [
+            _stream_handle(operands[o.name]) if o.role == _capi.CONTEXT else
             operands[o.name] if o.role == _capi.SCALAR else
             _view(op, o.name, operands[o.name], dtypes[o.kind], o.rank,
                   o.role == _capi.OUTPUT)
@@ -241,8 +243,17 @@ class KernelSet:
         _capi.check(getattr(self._lib, kernel.capi_function)(
             self._handle, *args, validate))
 
+    def prepare(self, stream=None):
+        """Loads what the kernels need (GPU modules) in the context of
+        ``stream`` before capturing calls into a CUDA graph; nothing to do
+        on the CPU. Every op takes ``stream=``: a CUstream as an int, an
+        object with ``cuda_stream``/``handle``/``ptr`` (PyTorch, CuPy), or
+        None for the NULL stream; GPU calls only enqueue there."""
+        _capi.check(self._lib.kpoolKernelSetPrepare(
+            self._handle, _stream_handle(stream)))
+
     def pool_offsets(self, input_row_offsets, cache_lengths, *, out=None,
-                     validate=True):
+                     validate=True, stream=None):
         """kpool.pool_offsets: returns ``pool_row_offsets`` ``[B+1]``
         (uint32; ``out`` if given, uint32 or int32)."""
         op = "pool_offsets"
@@ -253,12 +264,12 @@ class KernelSet:
             out = np.zeros(batch + 1, dtype=np.uint32)
         target = _out_meta(op, "pool_row_offsets", out, batch + 1,
                            (np.dtype(np.uint32), np.dtype(np.int32)))
-        self._call(op, validate, pool_row_offsets=target,
+        self._call(op, validate, stream=stream, pool_row_offsets=target,
                    input_row_offsets=iro, cache_lengths=cache)
         return out
 
     def compress(self, k, gate, ape, input_row_offsets, pool_row_offsets,
-                 cache_lengths, *, out=None, validate=True):
+                 cache_lengths, *, out=None, validate=True, stream=None):
         """kpool.compress: returns ``pooled`` (``out``, or a new zero-filled
         ``[pool_row_offsets[B], head_dim]`` array). ``pool_row_offsets`` may
         be None: it is computed with :meth:`pool_offsets` first."""
@@ -274,13 +285,13 @@ class KernelSet:
         if out is None:
             rows = int(pro[-1]) if cache.shape[0] and pro.shape[0] else 0
             out = np.zeros((rows, self.head_dim), dtype=self.dtype)
-        self._call(op, validate, pooled=out, k=k, gate=gate, ape=ape,
+        self._call(op, validate, stream=stream, pooled=out, k=k, gate=gate, ape=ape,
                    input_row_offsets=iro, pool_row_offsets=pro,
                    cache_lengths=cache)
         return out
 
     def seed_tail(self, tail, k, gate, input_row_offsets, cache_lengths,
-                  slot_idx, num_requests=None, *, validate=True):
+                  slot_idx, num_requests=None, *, validate=True, stream=None):
         """kpool.seed_tail: updates ``tail`` ``[max_slots, 2, R, head_dim]``
         (``R >= kpool`` the ring window) in place and returns it: each
         request's last ``R`` positions that the call brings, in ring rows
@@ -291,14 +302,14 @@ class KernelSet:
         slots = _meta(op, "slot_idx", slot_idx)
         n = cache.shape[0] if num_requests is None else _i32(op,
                                                              num_requests)
-        self._call(op, validate, tail=tail, k=k, gate=gate,
+        self._call(op, validate, stream=stream, tail=tail, k=k, gate=gate,
                    input_row_offsets=iro, cache_lengths=cache,
                    slot_idx=slots, num_requests=_i32(op, n))
         return tail
 
     def ring_close(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
                    slot_idx, num_requests=None, *, pooled=None,
-                   closed_pool=None, validate=True):
+                   closed_pool=None, validate=True, stream=None):
         """kpool.ring_close: returns ``(pooled [B, head_dim], closed_pool
         [B] int32)``, into the given arrays or new ones. ``tail`` is only
         read."""
@@ -314,14 +325,15 @@ class KernelSet:
             closed_pool = np.zeros(batch, dtype=np.int32)
         closed = _out_meta(op, "closed_pool", closed_pool, batch,
                            (np.dtype(np.int32),))
-        self._call(op, validate, pooled=pooled, closed_pool=closed, tail=tail,
+        self._call(op, validate, stream=stream, pooled=pooled, closed_pool=closed, tail=tail,
                    k=k, gate=gate, ape=ape, input_row_offsets=iro,
                    cache_lengths=cache, slot_idx=slots,
                    num_requests=_i32(op, n))
         return pooled, closed_pool
 
     def step(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
-             slot_idx, num_requests=None, *, pooled=None, validate=True):
+             slot_idx, num_requests=None, *, pooled=None, validate=True,
+             stream=None):
         """kpool.step, the fused serving step: ring_close, pool_offsets,
         compress and seed_tail in one kernel. Updates ``tail`` in place and
         returns ``(closed [B, head_dim], closed_pool [B] int32,
@@ -342,7 +354,8 @@ class KernelSet:
         closed = np.zeros((batch, self.head_dim), dtype=self.dtype)
         closed_pool = np.zeros(batch, dtype=np.int32)
         pro = np.zeros(batch + 1, dtype=np.uint32)
-        self._call(op, validate, closed=closed, closed_pool=closed_pool,
+        self._call(op, validate, stream=stream, closed=closed,
+                   closed_pool=closed_pool,
                    pool_row_offsets=pro, pooled=pooled, tail=tail, k=k,
                    gate=gate, ape=ape, input_row_offsets=iro,
                    cache_lengths=cache, slot_idx=slots,
@@ -668,3 +681,19 @@ class PoolStore:
         """Forgets the slot's tokens and pools (for a new request)."""
         _capi.check(self._lib.kpoolPoolStoreReset(
             self._live(), self._slot("reset", slot)))
+
+
+def _stream_handle(stream):
+    """The CUstream of ``stream`` as an int (None: the NULL stream): an int,
+    or a framework stream exposing ``cuda_stream`` (torch.cuda.Stream),
+    ``ptr`` (cupy) or ``handle``."""
+    if stream is None:
+        return None
+    if isinstance(stream, int):
+        return stream or None
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value or None
+    raise TypeError(f"stream: expected a CUstream (int) or a stream object "
+                    f"with cuda_stream, ptr or handle, got {type(stream).__name__}")

@@ -200,6 +200,11 @@ def test_kernel_abi_table():
     assert ring.capi_function == "kpoolRingClose"
     assert [o.name for o in ring.operands if o.role == _capi.OUTPUT] == [
         "pooled", "closed_pool"]
-    last = ring.operands[-1]
-    assert (last.name, last.role, last.rank, last.kind) == (
+    scalar = ring.operands[-2]
+    assert (scalar.name, scalar.role, scalar.rank, scalar.kind) == (
         "num_requests", _capi.SCALAR, 0, _capi.KIND_I32)
+    # Every kernel ends with the caller's stream (the per-call context).
+    for kernel in table.values():
+        last = kernel.operands[-1]
+        assert (last.name, last.role, last.rank, last.kind) == (
+            "stream", _capi.CONTEXT, 0, _capi.KIND_STREAM)

@@ -739,7 +739,7 @@ void fuzzPoolOffsets(Call &call, Bytes &in) {
                 " validate " + std::to_string(call.validate),
             {&pro, &iro, &cache});
   KPoolError *e = kpoolPoolOffsets(call.ks, pro.ptr(), iro.ptr(), cache.ptr(),
-                                   call.validate);
+                                   nullptr, call.validate);
   if (!finish("pool_offsets", e, {&pro, &iro, &cache}))
     return;
   // Success: exact prefix sum, mod 2^32, of max(0, iro[b+1] - iro[b])
@@ -797,7 +797,7 @@ void fuzzCompress(Call &call, Bytes &in) {
             all);
   KPoolError *e =
       kpoolCompress(call.ks, pooled.ptr(), k.ptr(), gate.ptr(), ape.ptr(),
-                    iro.ptr(), pro.ptr(), cache.ptr(), call.validate);
+                    iro.ptr(), pro.ptr(), cache.ptr(), nullptr, call.validate);
   if (!finish("compress", e, all))
     return;
   // Success: the claimed rows are written (finite), the others untouched.
@@ -924,7 +924,7 @@ void fuzzSeedTail(Call &call, Bytes &in) {
             all);
   KPoolError *e =
       kpoolSeedTail(call.ks, r.tail.ptr(), r.k.ptr(), r.gate.ptr(), r.iro.ptr(),
-                    r.cache.ptr(), r.slots.ptr(), r.nr, call.validate);
+                    r.cache.ptr(), r.slots.ptr(), r.nr, nullptr, call.validate);
   if (!finish("seed_tail", e, all))
     return;
   // Success: exactly the rows the spec stores change, to a copy of one
@@ -1020,7 +1020,7 @@ void fuzzRingClose(Call &call, Bytes &in) {
   KPoolError *e = kpoolRingClose(
       call.ks, pooled.ptr(), closed.ptr(), r.tail.ptr(), r.k.ptr(),
       r.gate.ptr(), ape.ptr(), r.iro.ptr(), r.cache.ptr(), r.slots.ptr(), r.nr,
-      call.validate);
+      nullptr, call.validate);
   if (!finish("ring_close", e, all))
     return;
   // Success: closed_pool exactly; zero rows where nothing closes, finite

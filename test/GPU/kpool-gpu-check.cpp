@@ -24,9 +24,11 @@
 //      guards around every buffer and padding unchanged, inputs unchanged,
 //      results equal to the reference (other requests' slots and rows
 //      untouched);
-//  (e) Validation::Check on device-resident metadata rejects bad metadata
-//      with a message naming the request and the field, and launches
-//      nothing;
+//  (e) host validation of the metadata's host copies (KernelSet::
+//      checkCompress & co., before the upload) rejects bad metadata with a
+//      message naming the request and the field, and nothing is launched;
+//      a call with Validation::Check on device-resident metadata is an
+//      error saying so (a GPU call never reads metadata back);
 //  (f) speculative decoding: random verify schedules (1 + d tokens, junk
 //      drafts, random acceptance) with a ring window R >= K + d - 1 and
 //      rollback by accepted length; every pool bit-identical to a one-shot
@@ -202,30 +204,69 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       out.status = s;
   };
   if (kernels) {
+    // Check: validate the host copies before anything goes up, as a GPU
+    // engine does (a GPU call reads no metadata back); compress's
+    // pool_row_offsets, when pool_offsets computes them, are checked as
+    // the reference computes them.
+    if (validation == Validation::Check) {
+      Tensor proHost(4, {d.B + 1}, {ms}, G);
+      std::vector<uint32_t> expected(d.B + 1);
+      reference::poolOffsets(geometry, denseView(expected.data(), {d.B + 1}),
+                             iro.hostView(), cache.hostView());
+      proHost.fill(0, bytesOf(proIn ? *proIn : expected));
+      if (ops & RingClose)
+        step(kernels->checkRingClose(
+            closedRows.hostView(), closed.hostView(), ring.hostView(),
+            k.hostView(), g.hostView(), ape.hostView(), iro.hostView(),
+            cache.hostView(), slots.hostView(), d.numRequests));
+      if (ops & PoolOffsets)
+        step(kernels->checkPoolOffsets(proOut.hostView(), iro.hostView(),
+                                       cache.hostView()));
+      if (ops & Compress)
+        step(kernels->checkCompress(pooled.hostView(), k.hostView(),
+                                    g.hostView(), ape.hostView(),
+                                    iro.hostView(), proHost.hostView(),
+                                    cache.hostView()));
+      if (ops & SeedTail)
+        step(kernels->checkSeedTail(ring.hostView(), k.hostView(),
+                                    g.hostView(), iro.hostView(),
+                                    cache.hostView(), slots.hostView(),
+                                    d.numRequests));
+      validation = Validation::Auto;
+      if (!out.status.ok()) {
+        out.untouched = true;
+        return out;
+      }
+    }
+    cuda::OwnedStream stream;
+    Stream on = stream.stream();
     for (Tensor *t : inputs)
-      t->upload();
+      t->upload(stream.get());
     for (Tensor *t : outputs)
-      t->upload();
+      t->upload(stream.get());
     if (ops & RingClose)
       step(kernels->ringClose(
           closedRows.deviceView(), closed.deviceView(), ring.deviceView(),
           k.deviceView(), g.deviceView(), ape.deviceView(), iro.deviceView(),
-          cache.deviceView(), slots.deviceView(), d.numRequests, validation));
+          cache.deviceView(), slots.deviceView(), d.numRequests, on,
+          validation));
     if (ops & PoolOffsets)
       step(kernels->poolOffsets(proOut.deviceView(), iro.deviceView(),
-                                cache.deviceView(), validation));
+                                cache.deviceView(), on, validation));
     if (ops & Compress)
       step(kernels->compress(pooled.deviceView(), k.deviceView(),
                              g.deviceView(), ape.deviceView(), iro.deviceView(),
-                             pro.deviceView(), cache.deviceView(), validation));
+                             pro.deviceView(), cache.deviceView(), on,
+                             validation));
     if (ops & SeedTail)
       step(kernels->seedTail(ring.deviceView(), k.deviceView(), g.deviceView(),
                              iro.deviceView(), cache.deviceView(),
-                             slots.deviceView(), d.numRequests, validation));
+                             slots.deviceView(), d.numRequests, on,
+                             validation));
     for (Tensor *t : inputs)
-      t->image = t->download();
+      t->image = t->download(stream.get());
     for (Tensor *t : outputs)
-      t->image = t->download();
+      t->image = t->download(stream.get());
   } else {
     if (ops & RingClose)
       reference::ringClose(geometry, closedRows.hostView(), closed.hostView(),
@@ -727,6 +768,24 @@ void caseValidation(const KernelSet &kernels) {
        [&](CallData &d, auto &, auto &) { d.numRequests = int32_t(d.B) + 1; },
        {"seed_tail", "num_requests = 7"}},
   };
+  {
+    // A call asking for validation of device-resident metadata.
+    Tensor iro(4, {good.B + 1}), cache(4, {good.B}), pro(4, {good.B + 1});
+    iro.fill(0, bytesOf(good.iro));
+    cache.fill(0, bytesOf(good.cache));
+    for (Tensor *t : {&iro, &cache, &pro})
+      t->upload();
+    Status s = kernels.poolOffsets(pro.deviceView(), iro.deviceView(),
+                                   cache.deviceView(), Stream(),
+                                   Validation::Check);
+    Case result(describe(config) +
+                ": (e) Check on device-resident metadata is an error");
+    result.check(!s.ok() &&
+                     s.message().find("device memory") != std::string::npos &&
+                     s.message().find("checkPoolOffsets") != std::string::npos,
+                 "the error says the metadata is device memory");
+    result.note(s.ok() ? "no error" : "\"" + s.message() + "\"");
+  }
   for (const Bad &c : cases) {
     CallData d = good;
     std::vector<uint32_t> p = pro;

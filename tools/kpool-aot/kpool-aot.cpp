@@ -25,6 +25,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/Instructions.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -129,13 +131,22 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   os << "/* The kernels. Views are " << (cuda ? "device" : "host")
      << " memory; no validation happens here: the kernels' own guards keep\n"
      << "   every access inside the operands whatever the metadata says, and\n"
-     << "   kpool::KernelSet (C++) validates metadata before calling them. "
-        "*/\n";
+     << "   kpool::KernelSet (C++) validates metadata before calling them.\n"
+     << (cuda ? "   `stream` is the caller's CUstream: each call only enqueues "
+                "its launches\n   there (no synchronization, allocation, "
+                "copy or module load; NULL\n   is the context's NULL stream). "
+                "GPU modules load on the first launch\n   in a context, or "
+                "in kpoolCudaPrepare(stream) before a graph capture;\n   "
+                "nothing touches CUDA before that. */\n"
+              : "   `stream` is ignored (the CPU kernels run synchronously). "
+                "*/\n");
   auto operands = [](const abi::Kernel &kernel) {
     return ArrayRef(kernel.operands, kernel.numOperands);
   };
   auto scalarType = [](const abi::Operand &operand) {
-    return operand.kind == abi::Kind::F32 ? "float " : "int32_t ";
+    return operand.kind == abi::Kind::Stream ? "void *"
+           : operand.kind == abi::Kind::F32  ? "float "
+                                             : "int32_t ";
   };
   for (const abi::Kernel &kernel : abi::kernels) {
     os << "void _mlir_ciface_"
@@ -178,9 +189,8 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
        << ")>(&_mlir_ciface_"
        << mlir::kpool::kernelFunctionName(prefix, kernel.id) << ");\n";
   if (cuda)
-    os << "  backend.readMetadata = kpool::cuda::readMetadata;\n"
-       << "  backend.allocateScratch = kpool::cuda::allocateScratch;\n"
-       << "  backend.freeScratch = kpool::cuda::freeScratch;\n";
+    os << "  backend.deviceResident = true;\n"
+       << "  backend.prepare = kpool::cuda::prepare;\n";
   os << "  return backend;\n}\n\n"
      << "/* The configuration these kernels were built for. */\n"
      << "inline kpool::KernelConfig " << prefix << "config() {\n"
@@ -202,6 +212,42 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << prefix << "backend());\n}\n"
      << "#endif /* __cplusplus */\n\n#endif /* " << guard << " */\n";
   return s;
+}
+
+/// Makes the translated host code launch on each entry point's caller
+/// stream (its last argument, KernelABI.def's context operand) instead of
+/// a stream it creates, synchronizes and destroys around its launches (what
+/// the translation of a gpu.launch_func without async dependencies emits):
+/// the entry points then only enqueue, in program order, and never wait.
+static bool useCallerStreams(Module &module, std::string &error) {
+  for (Function &fn : module) {
+    SmallVector<CallInst *> creates, waits;
+    for (Instruction &inst : instructions(fn))
+      if (auto *call = dyn_cast<CallInst>(&inst))
+        if (Function *callee = call->getCalledFunction()) {
+          StringRef name = callee->getName();
+          if (name == "mgpuStreamCreate")
+            creates.push_back(call);
+          else if (name == "mgpuStreamSynchronize" ||
+                   name == "mgpuStreamDestroy")
+            waits.push_back(call);
+        }
+    if (creates.empty() && waits.empty())
+      continue;
+    if (fn.arg_empty() || !fn.getArg(fn.arg_size() - 1)->getType()->isPointerTy()) {
+      error = ("'" + fn.getName() + "' creates streams but takes no caller "
+               "stream").str();
+      return false;
+    }
+    Value *stream = fn.getArg(fn.arg_size() - 1);
+    for (CallInst *call : waits)
+      call->eraseFromParent();
+    for (CallInst *call : creates) {
+      call->replaceAllUsesWith(stream);
+      call->eraseFromParent();
+    }
+  }
+  return true;
 }
 
 int main(int argc, char **argv) {
@@ -265,6 +311,11 @@ int main(int argc, char **argv) {
       mlir::translateModuleToLLVMIR(*module, llvmContext, prefix);
   if (!llvmModule)
     return fail("translation to LLVM IR failed");
+  if (cuda) {
+    std::string streamError;
+    if (!useCallerStreams(*llvmModule, streamError))
+      return fail("launching on the caller's stream: " + streamError);
+  }
 
   InitializeNativeTarget();
   InitializeNativeTargetAsmPrinter();

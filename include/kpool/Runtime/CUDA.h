@@ -2,8 +2,10 @@
 //
 // Header-only helpers over the mgpu* functions of libkpool_cuda_runtime (the
 // wrapper the GPU-lowered host code calls), for code that runs precompiled
-// CUDA kernels: reading metadata back for host-side validation, and device
-// buffers for tests, benchmarks and examples. Link libkpool_cuda_runtime.
+// CUDA kernels: the kernel backend's prepare (module loading ahead of a
+// graph capture), and device buffers and copies for tests, benchmarks and
+// examples (set-up code, never on a kernel call's path). Link
+// libkpool_cuda_runtime.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,43 +25,50 @@ void mgpuStreamSynchronize(void *stream);
 void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, bool isHostShared);
 void mgpuMemFree(void *ptr, void *stream);
 void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream);
+/// Loads every GPU module image of the process (the ahead-of-time kernels'
+/// embedded binaries) in the context of `stream` (null: the current
+/// context, else the default device's primary context). Returns 0, or the
+/// CUresult of the load that failed. Not stream-ordered: call it before a
+/// graph capture, never during one.
+int kpoolCudaPrepare(void *stream);
 }
 
 namespace kpool::cuda {
 
-/// Copies `bytes` between host and device (either direction) and waits.
-inline void copy(void *dst, const void *src, size_t bytes) {
-  if (!bytes)
-    return;
-  void *stream = mgpuStreamCreate();
-  mgpuMemcpy(dst, const_cast<void *>(src), bytes, stream);
-  mgpuStreamSynchronize(stream);
-  mgpuStreamDestroy(stream);
-}
-
-/// KernelBackend::readMetadata for device-resident metadata: copies the
-/// span the 1-D view covers and gathers its elements on the host.
-inline Status readMetadata(const View &view, std::vector<uint32_t> &out) {
-  int64_t n = view.sizes[0], stride = view.strides[0];
-  out.assign(n, 0);
-  if (n == 0)
-    return Status();
-  if (stride < 1)
-    return Status::error("metadata views on the GPU need a positive stride, "
-                         "got " +
-                         std::to_string(stride));
-  std::vector<uint32_t> span((n - 1) * stride + 1);
-  copy(span.data(), view.data, span.size() * sizeof(uint32_t));
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = span[i * stride];
+/// KernelBackend::prepare of the CUDA kernels.
+inline Status prepare(void *stream) {
+  int result = kpoolCudaPrepare(stream);
+  if (result != 0)
+    return Status::error("loading the GPU modules failed with CUDA error " +
+                         std::to_string(result));
   return Status();
 }
 
-/// KernelBackend::allocateScratch / freeScratch: device memory.
-inline void *allocateScratch(size_t bytes) {
-  return mgpuMemAlloc(bytes, nullptr, false);
+/// Copies `bytes` between host and device (either direction) on `stream`
+/// and waits for the stream: work enqueued there before is ordered first.
+/// Null `stream`: CUDA's NULL stream.
+inline void copy(void *dst, const void *src, size_t bytes,
+                 void *stream = nullptr) {
+  if (!bytes)
+    return;
+  mgpuMemcpy(dst, const_cast<void *>(src), bytes, stream);
+  mgpuStreamSynchronize(stream);
 }
-inline void freeScratch(void *ptr) { mgpuMemFree(ptr, nullptr); }
+
+/// A stream of its own, destroyed on destruction.
+class OwnedStream {
+public:
+  OwnedStream() : handle(mgpuStreamCreate()) {}
+  OwnedStream(const OwnedStream &) = delete;
+  OwnedStream &operator=(const OwnedStream &) = delete;
+  ~OwnedStream() { mgpuStreamDestroy(handle); }
+  void *get() const { return handle; }
+  Stream stream() const { return Stream(handle); }
+  void synchronize() const { mgpuStreamSynchronize(handle); }
+
+private:
+  void *handle;
+};
 
 /// Device memory of `bytes` bytes, freed on destruction.
 class DeviceBuffer {
@@ -72,8 +81,13 @@ public:
 
   void *data() const { return ptr; }
   size_t size() const { return bytes; }
-  void upload(const void *host) { copy(ptr, host, bytes); }
-  void download(void *host) const { copy(host, ptr, bytes); }
+  /// Copies on `stream` after the work enqueued there, and waits.
+  void upload(const void *host, void *stream = nullptr) {
+    copy(ptr, host, bytes, stream);
+  }
+  void download(void *host, void *stream = nullptr) const {
+    copy(host, ptr, bytes, stream);
+  }
 
 private:
   size_t bytes;

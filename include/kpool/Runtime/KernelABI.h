@@ -23,9 +23,23 @@
 namespace kpool::abi {
 
 /// How a kernel uses an operand.
-enum class Role { Output, Input, Scalar };
-/// What an operand's elements (or a scalar) are.
-enum class Kind { Element, U32, I32, F32 };
+/// Context is the per-call context (the caller's stream), passed by value
+/// after the op's operands and not an operand of the op.
+enum class Role { Output, Input, Scalar, Context };
+/// What an operand's elements (or a scalar) are; Stream is a CUstream as an
+/// opaque pointer.
+enum class Kind { Element, U32, I32, F32, Stream };
+
+/// The caller's stream of a call: a CUstream (or a framework's stream
+/// handle that is one) as an opaque pointer. CPU kernels ignore it. On the
+/// CUDA target null is CUDA's NULL stream of the current context (the
+/// legacy default stream, which orders with the context's blocking
+/// streams): the call enqueues there and still never synchronizes.
+struct Stream {
+  void *handle = nullptr;
+  constexpr Stream() = default;
+  constexpr explicit Stream(void *handle) : handle(handle) {}
+};
 /// The geometry attributes of the op.
 enum class Geometry { KPool, KPoolHeadDim };
 
@@ -110,12 +124,27 @@ constexpr bool shapesMatchRanks() {
   for (const Kernel &k : kernels)
     for (int i = 0; i < k.numOperands; ++i)
       if (shapeRank(k.operands[i].shape) != k.operands[i].rank ||
-          (k.operands[i].role == Role::Scalar) != (k.operands[i].rank == 0))
+          (k.operands[i].role == Role::Scalar ||
+           k.operands[i].role == Role::Context) !=
+              (k.operands[i].rank == 0) ||
+          (k.operands[i].role == Role::Context) !=
+              (k.operands[i].kind == Kind::Stream))
         return false;
   return true;
 }
 static_assert(shapesMatchRanks(),
-              "KernelABI.def: an operand's shape does not have its rank");
+              "KernelABI.def: an operand's shape does not have its rank, or "
+              "a context operand is not a Stream");
+/// Whether every kernel ends with its one context operand, the stream.
+constexpr bool streamLast() {
+  for (const Kernel &k : kernels)
+    for (int i = 0; i < k.numOperands; ++i)
+      if ((k.operands[i].role == Role::Context) != (i == k.numOperands - 1))
+        return false;
+  return true;
+}
+static_assert(streamLast(), "KernelABI.def: every kernel takes the stream as "
+                            "its last operand, and only there");
 } // namespace detail
 
 /// The C interface type of an operand: a descriptor pointer, or the scalar.
@@ -127,6 +156,9 @@ template <> struct ArgType<Role::Scalar, 0, Kind::I32> {
   using type = int32_t;
 };
 template <> struct ArgType<Role::Scalar, 0, Kind::F32> { using type = float; };
+template <> struct ArgType<Role::Context, 0, Kind::Stream> {
+  using type = void *;
+};
 
 namespace detail {
 template <typename R, typename... Args> struct FunctionPointer {
@@ -153,7 +185,9 @@ struct Arg {
   Arg(const KPoolView &view) : view(&view) {}
   Arg(int32_t scalar) : i32(scalar) {}
   Arg(float scalar) : f32(scalar) {}
+  Arg(Stream stream) : stream(stream.handle) {}
   const KPoolView *view = nullptr;
+  void *stream = nullptr;
   int32_t i32 = 0;
   float f32 = 0;
 };
@@ -171,6 +205,11 @@ template <> struct Slot<int32_t> {
   int32_t value;
   explicit Slot(const Arg &a) : value(a.i32) {}
   int32_t get() { return value; }
+};
+template <> struct Slot<void *> {
+  void *value;
+  explicit Slot(const Arg &a) : value(a.stream) {}
+  void *get() { return value; }
 };
 template <> struct Slot<float> {
   float value;

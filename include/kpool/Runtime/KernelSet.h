@@ -2,9 +2,13 @@
 //
 // A KernelSet holds the kpool kernels compiled once for one (element type,
 // head_dim, kpool, target) and runs them on caller-owned strided buffers.
-// Host-side validation checks every operand's shape and the metadata before
-// a kernel runs and reports the request and field at fault; the kernels'
-// own guards are the last line, not the first. Part of KPoolRuntimeCore (no
+// Every call takes the caller's stream (CPU kernels ignore it; CUDA kernels
+// only enqueue on it: no synchronization, allocation, copy or module load on
+// a call's path). Host-side validation checks every operand's shape and, on
+// the CPU, the metadata before a kernel runs and reports the request and
+// field at fault; device-resident metadata is validated by an explicit call
+// on host copies (checkCompress, ...). The kernels' own guards are the last
+// line, not the first. Part of KPoolRuntimeCore (no
 // MLIR): kernels come precompiled (kpool-aot) or from a compiler registered
 // with registerKernelCompiler (the JIT, KPoolRuntimeJit).
 //
@@ -51,26 +55,36 @@ struct KernelConfig {
   }
 };
 
-/// Whether a call validates its operands on the host before launching.
-/// `Trust` skips validation; it exists to test the kernels' own guards.
-enum class Validation { Check, Trust };
+/// The caller's stream of a call (see abi::Stream): every entry point takes
+/// one. CPU kernels ignore it and run before the call returns; CUDA kernels
+/// only enqueue on it.
+using Stream = abi::Stream;
+
+/// Whether a call validates its operands' metadata on the host before
+/// launching (shapes are always checked; they are in the views).
+///   Auto   the default: Check where the metadata is host memory (a CPU
+///          kernel set), shapes only where it is device memory (a CUDA
+///          kernel set), since reading it would be a host round trip.
+///   Check  read and check the metadata; on a kernel set whose operands are
+///          device memory this returns an error saying so, and launches
+///          nothing (validate host copies with checkCompress & co. first).
+///   Trust  shapes only; exists to test the kernels' own guards.
+enum class Validation { Auto, Check, Trust };
 
 /// The entry points of one configuration's kernels (the C interface of
 /// KernelABI.def, one field per kernel: compress, seedTail, ringClose,
-/// poolOffsets) and how to read metadata that lives in the target's memory.
+/// poolOffsets) and where their operands live.
 struct KernelBackend {
 #define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
   Name##Fn member = nullptr;
 #include "kpool/Runtime/KernelABI.def"
-  /// Copies a 1-D view of 32-bit elements into host memory, for host-side
-  /// validation; null when views are host memory (the CPU target).
-  Status (*readMetadata)(const View &view,
-                         std::vector<uint32_t> &out) = nullptr;
-  /// Target memory for validation's own kernel runs (compress checks
-  /// pool_row_offsets against the pool_offsets kernel); null on the CPU.
-  /// Set together with readMetadata.
-  void *(*allocateScratch)(size_t bytes) = nullptr;
-  void (*freeScratch)(void *ptr) = nullptr;
+  /// Operands are device memory (the CUDA target): calls never read
+  /// metadata on the host, and Validation::Check is an error.
+  bool deviceResident = false;
+  /// Loads what the kernels need (GPU modules) in the context of `stream`
+  /// ahead of the first call, e.g. before a graph capture; null when there
+  /// is nothing to load.
+  Status (*prepare)(void *stream) = nullptr;
   /// Keeps alive what the entry points live in (e.g. a JIT engine).
   std::shared_ptr<void> owner;
 
@@ -135,47 +149,120 @@ public:
   const KernelConfig &config() const;
 
   // Operands are in the production kernels' order: outputs first, then the
-  // inputs in the order of the op's `ins`.
+  // inputs in the order of the op's `ins`, then the caller's stream. The
+  // overloads without a stream pass a null one (see abi::Stream).
 
   /// kpool.compress: pooled[pool_row_offsets[b] + j] for each pool j made
-  /// only of request b's tokens in this call.
+  /// only of request b's tokens in this call. `pooled` is capacity-shaped:
+  /// any number of rows (launch geometry never depends on metadata).
   Status compress(const View &pooled, const View &k, const View &gate,
                   const View &ape, const View &inputRowOffsets,
                   const View &poolRowOffsets, const View &cacheLengths,
-                  Validation validation = Validation::Check) const;
+                  Stream stream,
+                  Validation validation = Validation::Auto) const;
+  Status compress(const View &pooled, const View &k, const View &gate,
+                  const View &ape, const View &inputRowOffsets,
+                  const View &poolRowOffsets, const View &cacheLengths,
+                  Validation validation = Validation::Auto) const {
+    return compress(pooled, k, gate, ape, inputRowOffsets, poolRowOffsets, cacheLengths, Stream(), validation);
+  }
 
   /// kpool.seed_tail: stashes trailing members of open pools into `tail`.
   Status seedTail(const View &tail, const View &k, const View &gate,
                   const View &inputRowOffsets, const View &cacheLengths,
                   const View &slotIdx, int32_t numRequests,
-                  Validation validation = Validation::Check) const;
+                  Stream stream,
+                  Validation validation = Validation::Auto) const;
+  Status seedTail(const View &tail, const View &k, const View &gate,
+                  const View &inputRowOffsets, const View &cacheLengths,
+                  const View &slotIdx, int32_t numRequests,
+                  Validation validation = Validation::Auto) const {
+    return seedTail(tail, k, gate, inputRowOffsets, cacheLengths, slotIdx, numRequests, Stream(), validation);
+  }
 
   /// kpool.ring_close: closes the pool the ring holds open per request.
   Status ringClose(const View &pooled, const View &closedPool, const View &tail,
                    const View &k, const View &gate, const View &ape,
                    const View &inputRowOffsets, const View &cacheLengths,
                    const View &slotIdx, int32_t numRequests,
-                   Validation validation = Validation::Check) const;
+                  Stream stream,
+                  Validation validation = Validation::Auto) const;
+  Status ringClose(const View &pooled, const View &closedPool, const View &tail,
+                   const View &k, const View &gate, const View &ape,
+                   const View &inputRowOffsets, const View &cacheLengths,
+                   const View &slotIdx, int32_t numRequests,
+                  Validation validation = Validation::Auto) const {
+    return ringClose(pooled, closedPool, tail, k, gate, ape, inputRowOffsets,
+                     cacheLengths, slotIdx, numRequests, Stream(), validation);
+  }
 
   /// kpool.pool_offsets: the exclusive prefix sum of full-pool counts.
   Status poolOffsets(const View &poolRowOffsets, const View &inputRowOffsets,
                      const View &cacheLengths,
-                     Validation validation = Validation::Check) const;
+                  Stream stream,
+                  Validation validation = Validation::Auto) const;
+  Status poolOffsets(const View &poolRowOffsets, const View &inputRowOffsets,
+                     const View &cacheLengths,
+                  Validation validation = Validation::Auto) const {
+    return poolOffsets(poolRowOffsets, inputRowOffsets, cacheLengths, Stream(), validation);
+  }
 
   /// kpool.step, the fused serving step: ring_close, pool_offsets, compress
   /// and seed_tail in one kernel, with what the four calls produce.
   /// `closed` [B, head_dim] and `closedPool` [B] are ring_close's outputs,
-  /// `poolRowOffsets` [B+1] pool_offsets', `pooled` compress's (its rows
-  /// are a capacity: at most floor(T / kpool) + B pools come out of a call
-  /// of T tokens; validation rejects fewer rows than the call's pools) and
-  /// `tail` the ring, read and written. Validation makes one pass over the
-  /// metadata for the whole step.
+  /// `poolRowOffsets` [B+1] pool_offsets', `pooled` compress's
+  /// (capacity-shaped: a call of T tokens completes at most
+  /// floor(T / kpool) + B pools; validation rejects fewer rows than the
+  /// call's pools) and `tail` the ring, read and written. Validation makes
+  /// one pass over the metadata for the whole step.
+  Status step(const View &closed, const View &closedPool,
+              const View &poolRowOffsets, const View &pooled, const View &tail,
+              const View &k, const View &gate, const View &ape,
+              const View &inputRowOffsets, const View &cacheLengths,
+              const View &slotIdx, int32_t numRequests, Stream stream,
+              Validation validation = Validation::Auto) const;
   Status step(const View &closed, const View &closedPool,
               const View &poolRowOffsets, const View &pooled, const View &tail,
               const View &k, const View &gate, const View &ape,
               const View &inputRowOffsets, const View &cacheLengths,
               const View &slotIdx, int32_t numRequests,
-              Validation validation = Validation::Check) const;
+              Validation validation = Validation::Auto) const {
+    return step(closed, closedPool, poolRowOffsets, pooled, tail, k, gate, ape,
+                inputRowOffsets, cacheLengths, slotIdx, numRequests, Stream(),
+                validation);
+  }
+
+  // Host-side validation as an explicit call: the checks Validation::Check
+  // makes, on metadata views in host memory (a GPU engine's host copies of
+  // what it will upload); the other views are only read for their shapes,
+  // so they may be device memory. Launch nothing.
+  Status checkCompress(const View &pooled, const View &k, const View &gate,
+                  const View &ape, const View &inputRowOffsets,
+                  const View &poolRowOffsets, const View &cacheLengths) const;
+  Status checkSeedTail(const View &tail, const View &k, const View &gate,
+                  const View &inputRowOffsets, const View &cacheLengths,
+                  const View &slotIdx, int32_t numRequests) const;
+  Status checkRingClose(const View &pooled, const View &closedPool, const View &tail,
+                   const View &k, const View &gate, const View &ape,
+                   const View &inputRowOffsets, const View &cacheLengths,
+                   const View &slotIdx, int32_t numRequests) const;
+  Status checkPoolOffsets(const View &poolRowOffsets, const View &inputRowOffsets,
+                     const View &cacheLengths) const;
+  Status checkStep(const View &closed, const View &closedPool,
+                   const View &poolRowOffsets, const View &pooled,
+                   const View &tail, const View &k, const View &gate,
+                   const View &ape, const View &inputRowOffsets,
+                   const View &cacheLengths, const View &slotIdx,
+                   int32_t numRequests) const;
+
+  /// Loads what the kernels need in the context of `stream` (GPU modules),
+  /// so that no later call loads anything: call it before capturing calls
+  /// into a graph. Nothing to do on the CPU. Not stream-ordered (it may
+  /// allocate and synchronize): never call it during a capture.
+  Status prepare(Stream stream = Stream()) const;
+
+  /// Whether the kernels' operands are device memory.
+  bool deviceResident() const;
 
   ~KernelSet();
 

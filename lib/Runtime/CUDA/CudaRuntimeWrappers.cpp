@@ -7,10 +7,19 @@
 // into an ahead-of-time build; it needs only the CUDA driver (libcuda.so.1)
 // at run time.
 //
-// All calls run in the primary context of one device (mgpuSetDefaultDevice,
-// default 0), made current around each call, so the host code may call from
-// any thread. The ABI (argument types and order) is the one the MLIR 22 GPU
-// lowering emits; see the declarations below.
+// Launches run in the context of their stream (the caller's: a kernel
+// launched on a stream of device 1 runs on device 1); memory, stream and
+// event calls run in the primary context of one device
+// (mgpuSetDefaultDevice, default 0), made current around each call, so the
+// host code may call from any thread. The ABI (argument types and order) is
+// the one the MLIR 22 GPU lowering emits; see the declarations below.
+//
+// Modules load lazily. The lowered host code "loads" its GPU modules in
+// static constructors; here that only records the image, so nothing touches
+// CUDA before the first call that needs it (a process may fork first, and
+// the device is the caller's, not one chosen before main). A module loads
+// in a context on the first launch there, or in kpoolCudaPrepare, which an
+// engine calls before capturing launches into a graph.
 //
 // Errors: a failing driver call prints the entry point, the driver call and
 // the CUDA error name and description to stderr. When the failure leaves no
@@ -24,11 +33,14 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #if defined(_WIN32)
@@ -216,6 +228,113 @@ std::map<CUcontext, std::vector<CUstream>> idleStreams;
 constexpr size_t kMaxIdleStreams = 8;
 } // namespace
 
+namespace {
+// Lazily loaded modules and their kernels (see the header comment). Never
+// destroyed: launches may come from other threads during exit.
+struct LazyFunction;
+struct LazyModule {
+  const void *data;
+  bool jit;
+  int optLevel;
+  std::vector<std::pair<CUcontext, CUmodule>> loaded;
+  std::vector<LazyFunction *> functions;
+};
+struct LazyFunction {
+  LazyModule *module;
+  std::string name;
+  std::vector<std::pair<CUcontext, CUfunction>> resolved;
+};
+std::mutex moduleMutex;
+std::vector<LazyModule *> &lazyModules() {
+  static auto *modules = new std::vector<LazyModule *>;
+  return *modules;
+}
+
+LazyModule *lazyModule(const void *data, bool jit, int optLevel) {
+  auto *module = new LazyModule{data, jit, optLevel, {}, {}};
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  lazyModules().push_back(module);
+  return module;
+}
+
+/// The context a launch on `stream` runs in: the stream's, or for the NULL
+/// stream the current context, else the default device's primary one.
+CUcontext contextOf(CUstream stream, const char *entry) {
+  CUcontext primary = primaryContext(entry); // initializes the driver
+  CUcontext context = nullptr;
+  if (stream)
+    check(cuStreamGetCtx(stream, &context), entry, "cuStreamGetCtx",
+          OnError::Abort);
+  else if (cuCtxGetCurrent(&context) != CUDA_SUCCESS)
+    context = nullptr;
+  return context ? context : primary;
+}
+
+/// The module loaded in `context`, loading it there first if needed
+/// (caller holds no lock). A failed load aborts unless `result` is given.
+CUmodule loadIn(LazyModule &module, CUcontext context, const char *entry,
+                CUresult *result = nullptr) {
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  for (auto &[c, m] : module.loaded)
+    if (c == context)
+      return m;
+  OnError onError = result ? OnError::Continue : OnError::Abort;
+  check(cuCtxPushCurrent(context), entry, "cuCtxPushCurrent", OnError::Abort);
+  CUmodule loaded = nullptr;
+  CUresult r;
+  if (!module.jit) {
+    r = cuModuleLoadData(&loaded, module.data);
+  } else {
+    constexpr unsigned kLogSize = 8192;
+    static thread_local char errorLog[kLogSize];
+    errorLog[0] = '\0';
+    CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL,
+                              CU_JIT_ERROR_LOG_BUFFER,
+                              CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {
+        reinterpret_cast<void *>(static_cast<intptr_t>(module.optLevel)),
+        errorLog, reinterpret_cast<void *>(static_cast<uintptr_t>(kLogSize))};
+    r = cuModuleLoadDataEx(&loaded, module.data, 3, options, values);
+    if (r != CUDA_SUCCESS && errorLog[0])
+      std::fprintf(stderr, "kpool_cuda_runtime: PTX JIT log:\n%s\n", errorLog);
+  }
+  CUcontext popped;
+  cuCtxPopCurrent(&popped);
+  if (result)
+    *result = r;
+  if (!check(r, entry, module.jit ? "cuModuleLoadDataEx" : "cuModuleLoadData",
+             onError))
+    return nullptr;
+  module.loaded.emplace_back(context, loaded);
+  return loaded;
+}
+
+/// `function` in `context`: looked up once per context.
+CUfunction resolve(LazyFunction *function, CUcontext context,
+                   const char *entry) {
+  {
+    std::lock_guard<std::mutex> lock(moduleMutex);
+    for (auto &[c, f] : function->resolved)
+      if (c == context)
+        return f;
+  }
+  CUmodule module = loadIn(*function->module, context, entry);
+  check(cuCtxPushCurrent(context), entry, "cuCtxPushCurrent", OnError::Abort);
+  CUfunction resolved = nullptr;
+  CUresult result =
+      cuModuleGetFunction(&resolved, module, function->name.c_str());
+  CUcontext popped;
+  cuCtxPopCurrent(&popped);
+  if (result != CUDA_SUCCESS)
+    std::fprintf(stderr, "kpool_cuda_runtime: kernel '%s' not found\n",
+                 function->name.c_str());
+  check(result, entry, "cuModuleGetFunction", OnError::Abort);
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  function->resolved.emplace_back(context, resolved);
+  return resolved;
+}
+} // namespace
+
 extern "C" {
 
 //===----------------------------------------------------------------------===//
@@ -232,56 +351,58 @@ KPOOL_CUDA_EXPORT void mgpuSetDefaultDevice(int32_t device) {
 // Modules and launches
 //===----------------------------------------------------------------------===//
 
-/// Loads a cubin or fatbin image of `size` bytes (format bin or fatbin).
+/// Records a cubin or fatbin image of `size` bytes (format bin or fatbin),
+/// to load on first use; touches no CUDA.
 KPOOL_CUDA_EXPORT CUmodule mgpuModuleLoad(void *data, size_t size) {
   (void)size; // cubin and fatbin images carry their size.
-  KPOOL_CUDA_CONTEXT();
-  CUmodule module = nullptr;
-  KPOOL_CUDA_CHECK(cuModuleLoadData(&module, data));
-  return module;
+  return reinterpret_cast<CUmodule>(lazyModule(data, /*jit=*/false, 0));
 }
 
-/// Loads a NUL-terminated PTX image (format isa), JIT-compiling it at
-/// optimization level `optLevel` (0-4).
+/// Records a NUL-terminated PTX image (format isa), to JIT-compile at
+/// optimization level `optLevel` (0-4) on first use.
 KPOOL_CUDA_EXPORT CUmodule mgpuModuleLoadJIT(void *data, int optLevel) {
-  KPOOL_CUDA_CONTEXT();
-  constexpr unsigned kLogSize = 8192;
-  static thread_local char errorLog[kLogSize];
-  errorLog[0] = '\0';
-  CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_ERROR_LOG_BUFFER,
-                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {reinterpret_cast<void *>(static_cast<intptr_t>(optLevel)),
-                    errorLog,
-                    reinterpret_cast<void *>(static_cast<uintptr_t>(kLogSize))};
-  CUmodule module = nullptr;
-  CUresult result = cuModuleLoadDataEx(&module, data, 3, options, values);
-  if (result != CUDA_SUCCESS && errorLog[0])
-    std::fprintf(stderr, "kpool_cuda_runtime: PTX JIT log:\n%s\n", errorLog);
-  KPOOL_CUDA_CHECK(result);
-  return module;
+  return reinterpret_cast<CUmodule>(lazyModule(data, /*jit=*/true, optLevel));
 }
 
 KPOOL_CUDA_EXPORT void mgpuModuleUnload(CUmodule module) {
   if (!module)
     return;
-  KPOOL_CUDA_CONTEXT();
-  KPOOL_CUDA_REPORT(cuModuleUnload(module));
+  auto *lazy = reinterpret_cast<LazyModule *>(module);
+  std::vector<std::pair<CUcontext, CUmodule>> loaded;
+  {
+    std::lock_guard<std::mutex> lock(moduleMutex);
+    auto &all = lazyModules();
+    all.erase(std::remove(all.begin(), all.end(), lazy), all.end());
+    loaded.swap(lazy->loaded);
+    // Functions stay allocated: a late launch through one fails cleanly in
+    // the driver rather than reading freed memory.
+  }
+  for (auto &[context, cuModule] : loaded) {
+    if (!KPOOL_CUDA_REPORT(cuCtxPushCurrent(context)))
+      continue;
+    KPOOL_CUDA_REPORT(cuModuleUnload(cuModule));
+    CUcontext popped;
+    KPOOL_CUDA_REPORT(cuCtxPopCurrent(&popped));
+  }
 }
 
+/// A handle to kernel `name` of `module`, resolved per context at launch;
+/// touches no CUDA.
 KPOOL_CUDA_EXPORT CUfunction mgpuModuleGetFunction(CUmodule module,
                                                    const char *name) {
-  KPOOL_CUDA_CONTEXT();
-  CUfunction function = nullptr;
-  CUresult result = cuModuleGetFunction(&function, module, name);
-  if (result != CUDA_SUCCESS)
-    std::fprintf(stderr, "kpool_cuda_runtime: kernel '%s' not found\n",
-                 name ? name : "(null)");
-  KPOOL_CUDA_CHECK(result);
-  return function;
+  auto *lazy = reinterpret_cast<LazyModule *>(module);
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  for (LazyFunction *f : lazy->functions)
+    if (f->name == name)
+      return reinterpret_cast<CUfunction>(f);
+  auto *f = new LazyFunction{lazy, name ? name : "", {}};
+  lazy->functions.push_back(f);
+  return reinterpret_cast<CUfunction>(f);
 }
 
 /// Launches `function` on `stream` with the kernel parameters `params`
-/// (`paramsCount` pointers to the argument values).
+/// (`paramsCount` pointers to the argument values), in the stream's
+/// context; only enqueues.
 KPOOL_CUDA_EXPORT void mgpuLaunchKernel(CUfunction function, intptr_t gridX,
                                         intptr_t gridY, intptr_t gridZ,
                                         intptr_t blockX, intptr_t blockY,
@@ -289,14 +410,37 @@ KPOOL_CUDA_EXPORT void mgpuLaunchKernel(CUfunction function, intptr_t gridX,
                                         CUstream stream, void **params,
                                         void **extra, size_t paramsCount) {
   (void)paramsCount;
-  KPOOL_CUDA_CONTEXT();
+  CUcontext context = contextOf(stream, __func__);
+  CUfunction resolved =
+      resolve(reinterpret_cast<LazyFunction *>(function), context, __func__);
+  KPOOL_CUDA_CHECK(cuCtxPushCurrent(context));
   if (smem > 0) {
     // Opt in to more than the default 48 KiB of dynamic shared memory.
     KPOOL_CUDA_CHECK(cuFuncSetAttribute(
-        function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+        resolved, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
   }
-  KPOOL_CUDA_CHECK(cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY,
-                                  blockZ, smem, stream, params, extra));
+  KPOOL_CUDA_CHECK(cuLaunchKernel(resolved, gridX, gridY, gridZ, blockX,
+                                  blockY, blockZ, smem, stream, params, extra));
+  CUcontext popped;
+  KPOOL_CUDA_REPORT(cuCtxPopCurrent(&popped));
+}
+
+/// Loads every recorded module in the context of `stream` (see the header
+/// comment); 0 or the CUresult of the first load that failed.
+KPOOL_CUDA_EXPORT int kpoolCudaPrepare(CUstream stream) {
+  CUcontext context = contextOf(stream, __func__);
+  std::vector<LazyModule *> all;
+  {
+    std::lock_guard<std::mutex> lock(moduleMutex);
+    all = lazyModules();
+  }
+  for (LazyModule *module : all) {
+    CUresult result = CUDA_SUCCESS;
+    loadIn(*module, context, __func__, &result);
+    if (result != CUDA_SUCCESS)
+      return static_cast<int>(result);
+  }
+  return 0;
 }
 
 //===----------------------------------------------------------------------===//

@@ -10,6 +10,7 @@
 
 #include "Validation.h"
 
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -38,7 +39,8 @@ public:
   KernelConfig config;
   KernelBackend backend;
 
-  /// Metadata in host memory (the CPU target).
+  /// Metadata views are read in host memory only: a call on device-resident
+  /// operands never reads them (Validation::Auto skips, Check is an error).
   static Status readHost(const View &view, std::vector<uint32_t> &out) {
     out.resize(view.sizes[0]);
     const auto *data = static_cast<const uint32_t *>(view.data);
@@ -48,30 +50,60 @@ public:
   }
 
   Validator validator(const char *op) const {
-    return Validator(op, {config.headDim, config.kpool},
-                     backend.readMetadata ? backend.readMetadata : readHost);
+    return Validator(op, {config.headDim, config.kpool}, readHost);
   }
 
-  /// Runs the pool_offsets kernel on `iro` and `cache` into host `out`
-  /// (through target scratch memory when the backend has some).
+  /// How a call handles metadata: whether to read and check it, or the
+  /// error a Check on device-resident operands is.
+  Status metadataChecks(Validator &v, Validation validation,
+                        bool &check) const {
+    check = validation == Validation::Check ||
+            (validation == Validation::Auto && !backend.deviceResident);
+    if (check && backend.deviceResident)
+      return v.error(
+          "validation was requested, but this kernel set's metadata is "
+          "device memory and a GPU call never reads it back (no host round "
+          "trip): check host copies with KernelSet::check" +
+          std::string(1, char(std::toupper(v.opName()[0]))) +
+          camelTail(v.opName()) +
+          " before uploading them, and call with Validation::Auto or Trust");
+    return Status();
+  }
+
+  static std::string camelTail(const char *op) {
+    std::string out;
+    for (const char *c = op + 1; *c; ++c)
+      if (*c == '_' && c[1])
+        out += char(std::toupper(*++c));
+      else
+        out += *c;
+    return out;
+  }
+
+  /// The expected pool_row_offsets of `iro` and `cache` (host memory) into
+  /// `out`: on a host-memory kernel set by its pool_offsets kernel, so the
+  /// metadata arithmetic has one implementation; for the explicit checks of
+  /// a device-resident set (whose kernels cannot read host memory) by the
+  /// same count on the host.
   Status expectedPoolOffsets(const KernelSet &set, const View &iro,
                              const View &cache,
                              std::vector<uint32_t> &out) const {
     int64_t length = static_cast<int64_t>(out.size());
-    if (!backend.allocateScratch)
+    if (!backend.deviceResident)
       return set.poolOffsets(denseView(out.data(), {length}), iro, cache,
-                             Validation::Trust);
-    void *scratch = backend.allocateScratch(length * sizeof(uint32_t));
-    if (!scratch)
-      return Status::error("could not allocate " +
-                           std::to_string(length * sizeof(uint32_t)) +
-                           " bytes of target memory for validation");
-    View scratchView = denseView(scratch, {length});
-    Status status = set.poolOffsets(scratchView, iro, cache, Validation::Trust);
-    if (status.ok())
-      status = backend.readMetadata(scratchView, out);
-    backend.freeScratch(scratch);
-    return status;
+                             Stream(), Validation::Trust);
+    std::vector<uint32_t> offsets, lengths;
+    readHost(iro, offsets);
+    readHost(cache, lengths);
+    uint64_t K = static_cast<uint64_t>(config.kpool);
+    out[0] = 0;
+    for (int64_t b = 0; b + 1 < length; ++b) {
+      uint64_t c = lengths[b], n = offsets[b + 1] - offsets[b];
+      uint64_t first = (c + K - 1) / K, last = (c + n) / K;
+      out[b + 1] = out[b] + static_cast<uint32_t>(last > first ? last - first
+                                                               : 0);
+    }
+    return Status();
   }
 };
 
@@ -82,6 +114,14 @@ KernelSet::KernelSet(const KernelConfig &config, KernelBackend backend)
 KernelSet::~KernelSet() = default;
 
 const KernelConfig &KernelSet::config() const { return impl->config; }
+
+bool KernelSet::deviceResident() const { return impl->backend.deviceResident; }
+
+Status KernelSet::prepare(Stream stream) const {
+  if (!impl->backend.prepare)
+    return Status();
+  return impl->backend.prepare(stream.handle);
+}
 
 namespace {
 
@@ -276,31 +316,49 @@ static Status checkOffsets(Validator &v, const View &cache, const View &iro,
                   "one more than cache_lengths");
 }
 
-Status KernelSet::poolOffsets(const View &pro, const View &iro,
-                              const View &cache, Validation validation) const {
-  Validator v = impl->validator("pool_offsets");
-  if (!impl->backend.poolOffsets)
-    return v.error("this kernel set has no pool_offsets kernel");
+/// Shape checks of pool_offsets; with `check`, its metadata (host memory).
+static Status checkPoolOffsetsOperands(Validator &v, const View &pro,
+                                       const View &iro, const View &cache,
+                                       bool check) {
   int64_t batch;
   KPOOL_TRY(checkOffsets(v, cache, iro, pro, batch));
   KPOOL_TRY(v.shape("input_row_offsets", iro, {batch + 1}, "batch + 1"));
   KPOOL_TRY(v.shape("pool_row_offsets", pro, {batch + 1}, "batch + 1"));
-  if (validation == Validation::Check) {
+  if (check) {
     std::vector<uint32_t> offsets;
     KPOOL_TRY(v.load(iro, offsets));
     KPOOL_TRY(v.rows(offsets, batch, UINT32_MAX));
   }
-  abi::invoke(impl->backend.poolOffsets, {pro, iro, cache});
   return Status();
 }
 
-Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
-                           const View &ape, const View &iro, const View &pro,
-                           const View &cache, Validation validation) const {
-  const KernelConfig &c = impl->config;
-  Validator v = impl->validator("compress");
-  if (!impl->backend.compress)
-    return v.error("this kernel set has only the pool_offsets kernel");
+Status KernelSet::poolOffsets(const View &pro, const View &iro,
+                              const View &cache, Stream stream,
+                              Validation validation) const {
+  Validator v = impl->validator("pool_offsets");
+  if (!impl->backend.poolOffsets)
+    return v.error("this kernel set has no pool_offsets kernel");
+  bool check;
+  KPOOL_TRY(impl->metadataChecks(v, validation, check));
+  KPOOL_TRY(checkPoolOffsetsOperands(v, pro, iro, cache, check));
+  abi::invoke(impl->backend.poolOffsets, {pro, iro, cache, stream});
+  return Status();
+}
+
+Status KernelSet::checkPoolOffsets(const View &pro, const View &iro,
+                                   const View &cache) const {
+  Validator v = impl->validator("pool_offsets");
+  return checkPoolOffsetsOperands(v, pro, iro, cache, true);
+}
+
+/// Shape checks of compress; with `check`, its metadata (host memory).
+static Status checkCompressOperands(const KernelSet &set,
+                                    const KernelSetImpl &impl, Validator &v,
+                                    const View &pooled, const View &k,
+                                    const View &gate, const View &ape,
+                                    const View &iro, const View &pro,
+                                    const View &cache, bool check) {
+  const KernelConfig &c = impl.config;
   KPOOL_TRY(v.shape("k", k, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.shape("gate", gate, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.sameExtent("k", k, "gate", gate, 0));
@@ -308,28 +366,49 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
   KPOOL_TRY(v.shape("pooled", pooled, {-1, c.headDim}, "pools x head_dim"));
   int64_t batch;
   KPOOL_TRY(checkOffsets(v, cache, iro, pro, batch));
-  if (validation == Validation::Check) {
-    std::vector<uint32_t> offsets, pools, lengths;
-    KPOOL_TRY(v.load(iro, offsets));
-    KPOOL_TRY(v.load(pro, pools));
-    KPOOL_TRY(v.load(cache, lengths));
-    KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
-    // The expected counts come from the pool_offsets kernel, so the
-    // metadata arithmetic has one implementation. It writes the target's
-    // memory: device scratch, read back, for device-resident metadata.
-    std::vector<uint32_t> expected(batch + 1);
-    KPOOL_TRY(impl->expectedPoolOffsets(*this, iro, cache, expected));
-    KPOOL_TRY(v.poolRows(pools, expected, offsets, lengths, pooled.sizes[0]));
-  }
-  abi::invoke(impl->backend.compress, {pooled, k, gate, ape, iro, pro, cache});
+  if (!check)
+    return Status();
+  std::vector<uint32_t> offsets, pools, lengths;
+  KPOOL_TRY(v.load(iro, offsets));
+  KPOOL_TRY(v.load(pro, pools));
+  KPOOL_TRY(v.load(cache, lengths));
+  KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
+  std::vector<uint32_t> expected(batch + 1);
+  KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
+  return v.poolRows(pools, expected, offsets, lengths, pooled.sizes[0]);
+}
+
+Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
+                           const View &ape, const View &iro, const View &pro,
+                           const View &cache, Stream stream,
+                           Validation validation) const {
+  Validator v = impl->validator("compress");
+  if (!impl->backend.compress)
+    return v.error("this kernel set has only the pool_offsets kernel");
+  bool check;
+  KPOOL_TRY(impl->metadataChecks(v, validation, check));
+  KPOOL_TRY(checkCompressOperands(*this, *impl, v, pooled, k, gate, ape, iro,
+                                  pro, cache, check));
+  abi::invoke(impl->backend.compress,
+              {pooled, k, gate, ape, iro, pro, cache, stream});
   return Status();
 }
 
-/// Shape and metadata checks shared by seed_tail and ring_close.
+Status KernelSet::checkCompress(const View &pooled, const View &k,
+                                const View &gate, const View &ape,
+                                const View &iro, const View &pro,
+                                const View &cache) const {
+  Validator v = impl->validator("compress");
+  return checkCompressOperands(*this, *impl, v, pooled, k, gate, ape, iro, pro,
+                               cache, true);
+}
+
+/// Shape checks shared by seed_tail and ring_close; with `check`, their
+/// metadata (host memory).
 static Status checkRing(Validator &v, const KernelConfig &c, const View &tail,
                         const View &k, const View &gate, const View &iro,
                         const View &cache, const View &slots,
-                        int32_t numRequests, Validation validation) {
+                        int32_t numRequests, bool check) {
   KPOOL_TRY(v.shape("tail", tail, {-1, 2, -1, c.headDim},
                     "max_slots x 2 x window x head_dim"));
   if (tail.sizes[2] < c.kpool)
@@ -344,7 +423,7 @@ static Status checkRing(Validator &v, const KernelConfig &c, const View &tail,
   KPOOL_TRY(v.length("input_row_offsets", iro, batch + 1,
                      "one more than cache_lengths"));
   KPOOL_TRY(v.length("slot_idx", slots, batch, "one per request"));
-  if (validation == Validation::Trust)
+  if (!check)
     return Status();
   KPOOL_TRY(v.numRequests(numRequests, batch));
   std::vector<uint32_t> offsets, slotValues;
@@ -357,34 +436,97 @@ static Status checkRing(Validator &v, const KernelConfig &c, const View &tail,
 Status KernelSet::seedTail(const View &tail, const View &k, const View &gate,
                            const View &iro, const View &cache,
                            const View &slots, int32_t numRequests,
-                           Validation validation) const {
+                           Stream stream, Validation validation) const {
   Validator v = impl->validator("seed_tail");
   if (!impl->backend.seedTail)
     return v.error("this kernel set has only the pool_offsets kernel");
+  bool check;
+  KPOOL_TRY(impl->metadataChecks(v, validation, check));
   KPOOL_TRY(checkRing(v, impl->config, tail, k, gate, iro, cache, slots,
-                      numRequests, validation));
+                      numRequests, check));
   abi::invoke(impl->backend.seedTail,
-              {tail, k, gate, iro, cache, slots, numRequests});
+              {tail, k, gate, iro, cache, slots, numRequests, stream});
   return Status();
+}
+
+Status KernelSet::checkSeedTail(const View &tail, const View &k,
+                                const View &gate, const View &iro,
+                                const View &cache, const View &slots,
+                                int32_t numRequests) const {
+  Validator v = impl->validator("seed_tail");
+  return checkRing(v, impl->config, tail, k, gate, iro, cache, slots,
+                   numRequests, true);
+}
+
+/// Shape checks of ring_close's own operands.
+static Status checkRingCloseOutputs(Validator &v, const KernelConfig &c,
+                                    const View &pooled, const View &closed,
+                                    const View &ape, const View &cache) {
+  int64_t batch = cache.sizes[0];
+  KPOOL_TRY(v.shape("ape", ape, {c.kpool, c.headDim}, "kpool x head_dim"));
+  KPOOL_TRY(v.shape("pooled", pooled, {batch, c.headDim}, "batch x head_dim"));
+  return v.shape("closed_pool", closed, {batch}, "batch");
 }
 
 Status KernelSet::ringClose(const View &pooled, const View &closed,
                             const View &tail, const View &k, const View &gate,
                             const View &ape, const View &iro, const View &cache,
                             const View &slots, int32_t numRequests,
-                            Validation validation) const {
+                            Stream stream, Validation validation) const {
   const KernelConfig &c = impl->config;
   Validator v = impl->validator("ring_close");
   if (!impl->backend.ringClose)
     return v.error("this kernel set has only the pool_offsets kernel");
+  bool check;
+  KPOOL_TRY(impl->metadataChecks(v, validation, check));
   KPOOL_TRY(checkRing(v, c, tail, k, gate, iro, cache, slots, numRequests,
-                      validation));
-  int64_t batch = cache.sizes[0];
-  KPOOL_TRY(v.shape("ape", ape, {c.kpool, c.headDim}, "kpool x head_dim"));
-  KPOOL_TRY(v.shape("pooled", pooled, {batch, c.headDim}, "batch x head_dim"));
-  KPOOL_TRY(v.shape("closed_pool", closed, {batch}, "batch"));
+                      check));
+  KPOOL_TRY(checkRingCloseOutputs(v, c, pooled, closed, ape, cache));
   abi::invoke(impl->backend.ringClose, {pooled, closed, tail, k, gate, ape, iro,
-                                        cache, slots, numRequests});
+                                        cache, slots, numRequests, stream});
+  return Status();
+}
+
+Status KernelSet::checkRingClose(const View &pooled, const View &closed,
+                                 const View &tail, const View &k,
+                                 const View &gate, const View &ape,
+                                 const View &iro, const View &cache,
+                                 const View &slots, int32_t numRequests) const {
+  Validator v = impl->validator("ring_close");
+  KPOOL_TRY(checkRing(v, impl->config, tail, k, gate, iro, cache, slots,
+                      numRequests, true));
+  return checkRingCloseOutputs(v, impl->config, pooled, closed, ape, cache);
+}
+
+/// The step's operands: ring_close's and seed_tail's checks, then with
+/// `check` one more pass over the offsets: every request's rows lie in `k`
+/// and its pools fit `pooled`.
+static Status checkStepOperands(const KernelSet &set, const KernelSetImpl &impl,
+                                Validator &v, const View &closed,
+                                const View &closedPool, const View &pro,
+                                const View &pooled, const View &tail,
+                                const View &k, const View &gate,
+                                const View &ape, const View &iro,
+                                const View &cache, const View &slots,
+                                int32_t numRequests, bool check) {
+  const KernelConfig &c = impl.config;
+  KPOOL_TRY(checkRing(v, c, tail, k, gate, iro, cache, slots, numRequests,
+                      check));
+  KPOOL_TRY(checkRingCloseOutputs(v, c, closed, closedPool, ape, cache));
+  int64_t batch = cache.sizes[0];
+  KPOOL_TRY(v.shape("pool_row_offsets", pro, {batch + 1}, "batch + 1"));
+  KPOOL_TRY(v.shape("pooled", pooled, {-1, c.headDim}, "pools x head_dim"));
+  if (!check)
+    return Status();
+  std::vector<uint32_t> offsets;
+  KPOOL_TRY(v.load(iro, offsets));
+  KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
+  std::vector<uint32_t> expected(batch + 1);
+  KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
+  if (expected[batch] > pooled.sizes[0])
+    return v.error("the call completes " + std::to_string(expected[batch]) +
+                   " pool(s), past the " + std::to_string(pooled.sizes[0]) +
+                   " rows of 'pooled'");
   return Status();
 }
 
@@ -392,34 +534,29 @@ Status KernelSet::step(const View &closed, const View &closedPool,
                        const View &pro, const View &pooled, const View &tail,
                        const View &k, const View &gate, const View &ape,
                        const View &iro, const View &cache, const View &slots,
-                       int32_t numRequests, Validation validation) const {
-  const KernelConfig &c = impl->config;
+                       int32_t numRequests, Stream stream,
+                       Validation validation) const {
   Validator v = impl->validator("step");
   if (!impl->backend.step)
     return v.error("this kernel set has only the pool_offsets kernel");
-  KPOOL_TRY(checkRing(v, c, tail, k, gate, iro, cache, slots, numRequests,
-                      validation));
-  int64_t batch = cache.sizes[0];
-  KPOOL_TRY(v.shape("ape", ape, {c.kpool, c.headDim}, "kpool x head_dim"));
-  KPOOL_TRY(v.shape("closed", closed, {batch, c.headDim}, "batch x head_dim"));
-  KPOOL_TRY(v.shape("closed_pool", closedPool, {batch}, "batch"));
-  KPOOL_TRY(v.shape("pool_row_offsets", pro, {batch + 1}, "batch + 1"));
-  KPOOL_TRY(v.shape("pooled", pooled, {-1, c.headDim}, "pools x head_dim"));
-  if (validation == Validation::Check) {
-    // checkRing checked the rows of the first num_requests requests; the
-    // pools of every request must fit the pooled rows. The counts come from
-    // the pool_offsets kernel (one implementation of the arithmetic).
-    std::vector<uint32_t> offsets;
-    KPOOL_TRY(v.load(iro, offsets));
-    KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
-    std::vector<uint32_t> expected(batch + 1);
-    KPOOL_TRY(impl->expectedPoolOffsets(*this, iro, cache, expected));
-    if (expected[batch] > pooled.sizes[0])
-      return v.error("the call completes " + std::to_string(expected[batch]) +
-                     " pool(s), past the " + std::to_string(pooled.sizes[0]) +
-                     " rows of 'pooled'");
-  }
-  abi::invoke(impl->backend.step, {closed, closedPool, pro, pooled, tail, k,
-                                   gate, ape, iro, cache, slots, numRequests});
+  bool check;
+  KPOOL_TRY(impl->metadataChecks(v, validation, check));
+  KPOOL_TRY(checkStepOperands(*this, *impl, v, closed, closedPool, pro, pooled,
+                              tail, k, gate, ape, iro, cache, slots,
+                              numRequests, check));
+  abi::invoke(impl->backend.step,
+              {closed, closedPool, pro, pooled, tail, k, gate, ape, iro, cache,
+               slots, numRequests, stream});
   return Status();
+}
+
+Status KernelSet::checkStep(const View &closed, const View &closedPool,
+                            const View &pro, const View &pooled,
+                            const View &tail, const View &k, const View &gate,
+                            const View &ape, const View &iro, const View &cache,
+                            const View &slots, int32_t numRequests) const {
+  Validator v = impl->validator("step");
+  return checkStepOperands(*this, *impl, v, closed, closedPool, pro, pooled,
+                           tail, k, gate, ape, iro, cache, slots, numRequests,
+                           true);
 }

@@ -5,8 +5,8 @@
 // op, the request and the field, e.g.
 //   "compress: request 2: input_row_offsets[3] = 70 reaches past the 64
 //    rows of 'k'".
-// Metadata is read through a MetadataReader so that device-resident
-// metadata (CUDA target) can be copied to the host first.
+// Metadata is read through a MetadataReader; it is host memory (a GPU call
+// never reads device-resident metadata back).
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +67,9 @@ public:
                   const std::vector<uint32_t> &expected,
                   const std::vector<uint32_t> &iro,
                   const std::vector<uint32_t> &cache, int64_t pooledRows);
+
+  /// The op, e.g. "compress".
+  const char *opName() const { return op; }
 
   Status error(const std::string &message) {
     return Status::error(std::string(op) + ": " + message);

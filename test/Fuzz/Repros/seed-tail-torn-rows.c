@@ -28,7 +28,7 @@ int main(void) {
   KPoolView vi = {iro, 1, {B + 1}, {1}}, vc = {cache, 1, {B}, {1}}, vs = {slots, 1, {B}, {1}};
   int torn = 0, runs = 2000;
   for (int it = 0; it < runs; ++it) {
-    e = kpoolSeedTail(ks, &vt, &vk, &vg, &vi, &vc, &vs, B, /*validate=*/false);
+    e = kpoolSeedTail(ks, &vt, &vk, &vg, &vi, &vc, &vs, B, NULL, /*validate=*/false);
     if (e) { printf("%s\n", kpoolErrorMessage(e)); return 1; }
     for (int row = 0; row < 2 * K; ++row)
       for (int d = 1; d < D; ++d)

@@ -6,6 +6,18 @@
 // recorded, and kernel backends that check that each operand lies in such
 // an allocation. Test-only code.
 //
+// Streams and capture. Each stream is its own object; a launch runs at once
+// (a CPU stream is trivially in order) and is counted on the stream it was
+// enqueued on. Between beginCapture and endCapture on a stream, launches on
+// it are recorded, not run (as CUDA graph capture does), and any call a
+// stream-ordered call must not make -- synchronize, allocate, free, copy,
+// load a module -- aborts the program naming the call. A graph replays its
+// launches, operands as captured, on the stream it is launched on.
+//
+// Processes. The first call that would touch the driver "initializes" it in
+// the calling process; a call from a child forked after that aborts, as a
+// real driver's state does not survive fork.
+//
 //===----------------------------------------------------------------------===//
 
 #include "GPU/GpuSupport.h"
@@ -14,7 +26,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <tuple>
+#include <unistd.h>
 
 using namespace kpool;
 
@@ -62,7 +79,104 @@ void requireDevice(const char *op, const char *operand,
 template <typename T>
 void requireDevice(const char *, const char *, T, int64_t) {}
 
+//===----------------------------------------------------------------------===//
+// Streams, capture, launches
+//===----------------------------------------------------------------------===//
+
+struct FakeStream {
+  int id;
+  int64_t launches = 0;
+  std::shared_ptr<gpu::Graph> capturing;
+};
+
+} // namespace
+
+struct kpool::gpu::Graph {
+  std::vector<std::function<void()>> launches;
+};
+
+namespace {
+
+std::mutex streamMutex;
+FakeStream nullStream{0};
+int nextStream = 1;
+int capturesInFlight = 0;
+bool modulesLoaded = false;
+int64_t moduleLoads = 0;
+pid_t initializedIn = 0;
+
+[[noreturn]] void fail(const std::string &what) {
+  std::fprintf(stderr, "emulated device: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+/// Marks the driver initialized in this process; aborts in a child forked
+/// after the parent initialized it. Caller holds streamMutex.
+void touchDriver(const char *call) {
+  pid_t self = getpid();
+  if (!initializedIn)
+    initializedIn = self;
+  else if (initializedIn != self)
+    fail(std::string(call) + " in process " + std::to_string(self) +
+         ", forked after the CUDA driver was initialized in process " +
+         std::to_string(initializedIn) +
+         ": a driver's state does not survive fork");
+}
+
+/// Aborts when a call forbidden under capture comes while one is under way.
+/// Caller holds streamMutex.
+void forbiddenUnderCapture(const char *call) {
+  touchDriver(call);
+  if (capturesInFlight)
+    fail(std::string(call) +
+         " during a stream capture: a stream-ordered call must only enqueue "
+         "(no synchronization, allocation, free, copy or module load)");
+}
+
+FakeStream &streamOf(void *handle) {
+  return handle ? *static_cast<FakeStream *>(handle) : nullStream;
+}
+
+/// A launch of `run` on `stream`: recorded when the stream captures (the
+/// modules must already be loaded: loading is forbidden there), else run.
+void launch(void *stream, std::function<void()> run) {
+  {
+    std::lock_guard<std::mutex> lock(streamMutex);
+    touchDriver("a kernel launch");
+    FakeStream &s = streamOf(stream);
+    if (!modulesLoaded) {
+      if (capturesInFlight)
+        fail("a kernel launch during a stream capture loads the GPU modules "
+             "(the first launch in a context does): call KernelSet::prepare "
+             "before capturing");
+      modulesLoaded = true;
+      ++moduleLoads;
+    }
+    if (s.capturing) {
+      s.capturing->launches.push_back(std::move(run));
+      return;
+    }
+    ++s.launches;
+  }
+  run();
+}
+
+/// What a captured launch keeps of an argument: the descriptor behind a
+/// pointer (the caller's is a temporary), or the value.
+template <typename T> struct Kept {
+  T value;
+  explicit Kept(T v) : value(v) {}
+  T get() { return value; }
+};
+template <int Rank> struct Kept<Descriptor<Rank> *> {
+  Descriptor<Rank> value;
+  explicit Kept(Descriptor<Rank> *d) : value(*d) {}
+  Descriptor<Rank> *get() { return &value; }
+};
+
 constexpr int kSlots = 8;
+
 KernelBackend inner[kSlots];
 int64_t elementSize[kSlots];
 int used = 0;
@@ -76,8 +190,17 @@ template <int Slot, abi::KernelId Id, typename... A,
           void (*KernelBackend::*Member)(A...)>
 struct Checked<Slot, Id, void (*)(A...), Member> {
   static void call(A... args) {
-    check(std::index_sequence_for<A...>(), args...);
-    (inner[Slot].*Member)(args...);
+    // The stream is the last argument (KernelABI.def's context operand).
+    void *stream = std::get<sizeof...(A) - 1>(std::tie(args...));
+    auto kept = std::make_shared<std::tuple<Kept<A>...>>(Kept<A>(args)...);
+    launch(stream, [kept] {
+      std::apply(
+          [](Kept<A> &...k) {
+            check(std::index_sequence_for<A...>(), k.get()...);
+            (inner[Slot].*Member)(k.get()...);
+          },
+          *kept);
+    });
   }
   template <size_t... I>
   static void check(std::index_sequence<I...>, A... args) {
@@ -117,22 +240,98 @@ KernelBackend gpu::onEmulatedDevice(const KernelConfig &config,
   inner[slot] = cpu;
   elementSize[slot] = elementTypeSize(config.elementType);
   KernelBackend b = wrap(slot, std::make_integer_sequence<int, kSlots>());
-  b.readMetadata = cuda::readMetadata;
-  b.allocateScratch = cuda::allocateScratch;
-  b.freeScratch = cuda::freeScratch;
+  b.deviceResident = true;
+  b.prepare = cuda::prepare;
   return b;
+}
+
+void gpu::beginCapture(void *stream) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  FakeStream &s = streamOf(stream);
+  if (!stream)
+    fail("beginCapture on the NULL stream (CUDA cannot capture it)");
+  if (s.capturing)
+    fail("beginCapture on stream " + std::to_string(s.id) +
+         ", which is capturing already");
+  s.capturing = std::make_shared<Graph>();
+  ++capturesInFlight;
+}
+
+std::shared_ptr<gpu::Graph> gpu::endCapture(void *stream) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  FakeStream &s = streamOf(stream);
+  if (!s.capturing)
+    fail("endCapture on stream " + std::to_string(s.id) +
+         ", which is not capturing");
+  --capturesInFlight;
+  return std::move(s.capturing);
+}
+
+void gpu::launchGraph(const Graph &graph, void *stream) {
+  {
+    std::lock_guard<std::mutex> lock(streamMutex);
+    touchDriver("a graph launch");
+    FakeStream &s = streamOf(stream);
+    if (s.capturing)
+      fail("a graph launched into a capture (not emulated)");
+    s.launches += int64_t(graph.launches.size());
+  }
+  for (const auto &run : graph.launches)
+    run();
+}
+
+int64_t gpu::graphLaunches(const Graph &graph) {
+  return int64_t(graph.launches.size());
+}
+
+int64_t gpu::launchCount(void *stream) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  return streamOf(stream).launches;
+}
+
+int gpu::streamId(void *stream) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  return streamOf(stream).id;
+}
+
+int64_t gpu::moduleLoadCount() {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  return moduleLoads;
 }
 
 extern "C" {
 
 void *mgpuStreamCreate() {
-  static int stream;
-  return &stream;
+  std::lock_guard<std::mutex> lock(streamMutex);
+  touchDriver("mgpuStreamCreate");
+  return new FakeStream{nextStream++};
 }
-void mgpuStreamDestroy(void *) {}
-void mgpuStreamSynchronize(void *) {}
+void mgpuStreamDestroy(void *stream) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  if (stream && streamOf(stream).capturing)
+    fail("mgpuStreamDestroy of a capturing stream");
+  delete static_cast<FakeStream *>(stream);
+}
+void mgpuStreamSynchronize(void *) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  forbiddenUnderCapture("mgpuStreamSynchronize");
+}
+
+int kpoolCudaPrepare(void *) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  forbiddenUnderCapture("kpoolCudaPrepare (a module load)");
+  if (!modulesLoaded) {
+    modulesLoaded = true;
+    ++moduleLoads;
+  }
+  return 0;
+}
 
 void *mgpuMemAlloc(uint64_t sizeBytes, void *, bool) {
+  {
+    std::lock_guard<std::mutex> lock(streamMutex);
+    forbiddenUnderCapture("mgpuMemAlloc");
+  }
   if (sizeBytes == 0)
     return nullptr;
   char *p = static_cast<char *>(std::malloc(sizeBytes));
@@ -143,6 +342,10 @@ void *mgpuMemAlloc(uint64_t sizeBytes, void *, bool) {
 }
 
 void mgpuMemFree(void *ptr, void *) {
+  {
+    std::lock_guard<std::mutex> lock(streamMutex);
+    forbiddenUnderCapture("mgpuMemFree");
+  }
   if (!ptr)
     return;
   std::lock_guard<std::mutex> lock(mutex);
@@ -151,6 +354,10 @@ void mgpuMemFree(void *ptr, void *) {
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *) {
+  {
+    std::lock_guard<std::mutex> lock(streamMutex);
+    forbiddenUnderCapture("mgpuMemcpy");
+  }
   std::memmove(dst, src, sizeBytes);
 }
 

@@ -7,12 +7,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #ifndef KPOOL_GPU_ON_CPU
-#include <cuda.h> // types and enums only: the driver is opened with dlopen
+#include <cuda.h> // the driver check opens it with dlopen; graphs link it
 #include <dlfcn.h>
 #endif
 
@@ -62,12 +63,12 @@ const char *resultName(int result) {
   std::_Exit(2);
 }
 
-/// Runs before the ahead-of-time kernels' constructors (priority 123),
-/// which load their GPU modules through mgpuModuleLoad and abort when the
-/// driver fails: a missing device is reported here, once, and plainly.
-/// (Without libcuda.so.1 at all the dynamic loader already stops the
-/// program, naming the library.)
-__attribute__((constructor(101))) void checkDriver() {
+/// Runs on the first deviceDescription(), before the first kernel call
+/// (whose first launch loads the GPU modules and aborts when the driver
+/// fails): a missing device is reported there, once, and plainly. (Without
+/// libcuda.so.1 at all the dynamic loader already stops the program, naming
+/// the library.) Not a constructor: nothing touches CUDA before main.
+void checkDriver() {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!lib)
     noDevice(std::string("cannot load libcuda.so.1: ") + dlerror());
@@ -121,7 +122,7 @@ __attribute__((constructor(101))) void checkDriver() {
 }
 
 #else
-__attribute__((constructor(101))) void describeEmulation() {
+void checkDriver() {
   description() = "CPU emulation (the same configurations' ahead-of-time "
                   "CPU kernels; host memory stands in for device memory)";
 }
@@ -129,7 +130,116 @@ __attribute__((constructor(101))) void describeEmulation() {
 
 } // namespace
 
-const std::string &gpu::deviceDescription() { return description(); }
+const std::string &gpu::deviceDescription() {
+  static bool checked = (checkDriver(), true);
+  (void)checked;
+  return description();
+}
+
+//===----------------------------------------------------------------------===//
+// Streams and graphs on the device
+//===----------------------------------------------------------------------===//
+
+#ifndef KPOOL_GPU_ON_CPU
+namespace {
+void cudaCheck(CUresult result, const char *call) {
+  if (result == CUDA_SUCCESS)
+    return;
+  const char *name = nullptr;
+  cuGetErrorName(result, &name);
+  std::fprintf(stderr, "%s: %s failed: %s\n", program_invocation_short_name,
+               call, name ? name : "unknown CUDA error");
+  std::fflush(stderr);
+  std::abort();
+}
+} // namespace
+
+struct kpool::gpu::Graph {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  int64_t kernels = 0;
+  ~Graph() {
+    if (exec)
+      cuGraphExecDestroy(exec);
+    if (graph)
+      cuGraphDestroy(graph);
+  }
+};
+
+void gpu::beginCapture(void *stream) {
+  cudaCheck(cuStreamBeginCapture(static_cast<CUstream>(stream),
+                                 CU_STREAM_CAPTURE_MODE_GLOBAL),
+            "cuStreamBeginCapture");
+}
+
+std::shared_ptr<Graph> gpu::endCapture(void *stream) {
+  auto g = std::make_shared<Graph>();
+  cudaCheck(cuStreamEndCapture(static_cast<CUstream>(stream), &g->graph),
+            "cuStreamEndCapture");
+  size_t nodes = 0;
+  cudaCheck(cuGraphGetNodes(g->graph, nullptr, &nodes), "cuGraphGetNodes");
+  std::vector<CUgraphNode> all(nodes);
+  if (nodes)
+    cudaCheck(cuGraphGetNodes(g->graph, all.data(), &nodes), "cuGraphGetNodes");
+  for (CUgraphNode n : all) {
+    CUgraphNodeType type;
+    cudaCheck(cuGraphNodeGetType(n, &type), "cuGraphNodeGetType");
+    g->kernels += type == CU_GRAPH_NODE_TYPE_KERNEL;
+  }
+  cudaCheck(cuGraphInstantiate(&g->exec, g->graph, 0), "cuGraphInstantiate");
+  return g;
+}
+
+void gpu::launchGraph(const Graph &graph, void *stream) {
+  cudaCheck(cuGraphLaunch(graph.exec, static_cast<CUstream>(stream)),
+            "cuGraphLaunch");
+}
+
+int64_t gpu::graphLaunches(const Graph &graph) { return graph.kernels; }
+
+StreamTimer::StreamTimer(void *stream) : stream(stream) {
+  CUevent a, b;
+  cudaCheck(cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
+  cudaCheck(cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
+  begin = a;
+  end = b;
+}
+StreamTimer::~StreamTimer() {
+  cuEventDestroy(static_cast<CUevent>(begin));
+  cuEventDestroy(static_cast<CUevent>(end));
+}
+void StreamTimer::start() {
+  cudaCheck(cuEventRecord(static_cast<CUevent>(begin),
+                          static_cast<CUstream>(stream)),
+            "cuEventRecord");
+}
+double StreamTimer::stop() {
+  cudaCheck(cuEventRecord(static_cast<CUevent>(end),
+                          static_cast<CUstream>(stream)),
+            "cuEventRecord");
+  cudaCheck(cuEventSynchronize(static_cast<CUevent>(end)),
+            "cuEventSynchronize");
+  float ms = 0;
+  cudaCheck(cuEventElapsedTime(&ms, static_cast<CUevent>(begin),
+                               static_cast<CUevent>(end)),
+            "cuEventElapsedTime");
+  return ms;
+}
+#else
+StreamTimer::StreamTimer(void *stream) : stream(stream) {}
+StreamTimer::~StreamTimer() = default;
+void StreamTimer::start() {
+  startedAt = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+}
+double StreamTimer::stop() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+             .count() -
+         startedAt;
+}
+#endif
 
 //===----------------------------------------------------------------------===//
 // Elements
@@ -319,16 +429,16 @@ View Tensor::deviceView() const {
   return viewAt(device ? device->data() : nullptr);
 }
 
-void Tensor::upload() {
+void Tensor::upload(void *stream) {
   if (!device)
     device = std::make_unique<cuda::DeviceBuffer>(image.size());
-  device->upload(image.data());
+  device->upload(image.data(), stream);
 }
 
-std::vector<uint8_t> Tensor::download() const {
+std::vector<uint8_t> Tensor::download(void *stream) const {
   std::vector<uint8_t> img(image.size());
   if (device)
-    device->download(img.data());
+    device->download(img.data(), stream);
   return img;
 }
 
@@ -355,17 +465,17 @@ std::vector<Sequence> gpu::randomSequences(ElementType type, int64_t D,
 DeviceSchedule::DeviceSchedule(const KernelSet &kernels,
                                const std::vector<Sequence> &seqs,
                                int64_t maxSlots, const std::vector<float> &ape,
-                               int64_t ringWindow)
-    : kernels(kernels), seqs(seqs), config(kernels.config()),
+                               int64_t ringWindow, void *stream)
+    : kernels(kernels), seqs(seqs), stream(stream), config(kernels.config()),
       esize(elementTypeSize(config.elementType)), ape(ape),
       window(ringWindow > 0 ? ringWindow : config.kpool),
       apeT(4, {config.kpool, config.headDim}),
       ring(esize, {maxSlots, 2, window, config.headDim}),
       seen(seqs.size(), 0), produced(seqs.size()) {
   apeT.fill(0, bytesOf(ape));
-  apeT.upload();
+  apeT.upload(stream);
   ring.fill(0);
-  ring.upload();
+  ring.upload(stream);
   for (size_t r = 0; r < seqs.size(); ++r)
     produced[r].resize(seqs[r].length / config.kpool);
 }
@@ -411,47 +521,78 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
     members.push_back(r);
   }
   const int64_t B = int64_t(members.size()), rows = iro.back();
+  // Capacity-shaped: a request's pools made only of this call's tokens are
+  // at most its tokens / kpool, so no call needs pool_row_offsets back.
   Tensor kT(esize, {rows, D}), gT(esize, {rows, D}), iroT(4, {B + 1}),
       cacheT(4, {B}), slotT(4, {B}), proT(4, {B + 1}), closedT(4, {B}),
-      closedRows(esize, {B, D});
+      closedRows(esize, {B, D}), pooledT(esize, {rows / K, D});
   kT.fill(0, k);
   gT.fill(0, g);
   iroT.fill(0, bytesOf(iro));
   cacheT.fill(0, bytesOf(cache));
   slotT.fill(0, bytesOf(slots));
-  for (Tensor *t :
-       {&kT, &gT, &iroT, &cacheT, &slotT, &proT, &closedT, &closedRows})
-    t->upload();
+  // The host copies are validated before they go up (a GPU call reads no
+  // metadata back); compress's pool_row_offsets are the ones pool_offsets
+  // computes, checked here against their host count.
+  std::vector<uint32_t> proHost(B + 1, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t c = cache[b], n = iro[b + 1] - iro[b];
+    int64_t first = (c + K - 1) / K, last = (c + n) / K;
+    proHost[b + 1] = proHost[b] + uint32_t(last > first ? last - first : 0);
+  }
+  Tensor proHostT(4, {B + 1});
+  proHostT.fill(0, bytesOf(proHost));
+  Status s = kernels.checkRingClose(
+      closedRows.hostView(), closedT.hostView(), ring.hostView(),
+      kT.hostView(), gT.hostView(), apeT.hostView(), iroT.hostView(),
+      cacheT.hostView(), slotT.hostView(), int32_t(B));
+  if (s.ok())
+    s = kernels.checkPoolOffsets(proT.hostView(), iroT.hostView(),
+                                 cacheT.hostView());
+  if (s.ok())
+    s = kernels.checkCompress(pooledT.hostView(), kT.hostView(),
+                              gT.hostView(), apeT.hostView(), iroT.hostView(),
+                              proHostT.hostView(), cacheT.hostView());
+  if (s.ok())
+    s = kernels.checkSeedTail(ring.hostView(), kT.hostView(), gT.hostView(),
+                              iroT.hostView(), cacheT.hostView(),
+                              slotT.hostView(), int32_t(B));
+  if (!s.ok())
+    return s;
+  for (Tensor *t : {&kT, &gT, &iroT, &cacheT, &slotT, &proT, &closedT,
+                    &closedRows, &pooledT})
+    t->upload(stream);
 
-  // ring_close reads the ring before seed_tail overwrites it.
-  Status s = kernels.ringClose(
-      closedRows.deviceView(), closedT.deviceView(), ring.deviceView(),
-      kT.deviceView(), gT.deviceView(), apeT.deviceView(), iroT.deviceView(),
-      cacheT.deviceView(), slotT.deviceView(), int32_t(B));
+  // ring_close reads the ring before seed_tail overwrites it. The four
+  // calls only enqueue on the stream.
+  Stream on(stream);
+  s = kernels.ringClose(closedRows.deviceView(), closedT.deviceView(),
+                        ring.deviceView(), kT.deviceView(), gT.deviceView(),
+                        apeT.deviceView(), iroT.deviceView(),
+                        cacheT.deviceView(), slotT.deviceView(), int32_t(B),
+                        on);
   if (!s.ok())
     return s;
   s = kernels.poolOffsets(proT.deviceView(), iroT.deviceView(),
-                          cacheT.deviceView());
+                          cacheT.deviceView(), on);
   if (!s.ok())
     return s;
-  std::vector<uint8_t> proImage = proT.download();
-  std::vector<uint32_t> pro = wordsOf(proT.dense(&proImage));
-  Tensor pooledT(esize, {int64_t(pro[B]), D});
-  pooledT.upload();
   s = kernels.compress(pooledT.deviceView(), kT.deviceView(), gT.deviceView(),
                        apeT.deviceView(), iroT.deviceView(), proT.deviceView(),
-                       cacheT.deviceView());
+                       cacheT.deviceView(), on);
   if (!s.ok())
     return s;
   s = kernels.seedTail(ring.deviceView(), kT.deviceView(), gT.deviceView(),
                        iroT.deviceView(), cacheT.deviceView(),
-                       slotT.deviceView(), int32_t(B));
+                       slotT.deviceView(), int32_t(B), on);
   if (!s.ok())
     return s;
 
-  std::vector<uint32_t> closed = wordsOf(closedT.download());
-  std::vector<uint8_t> closedBytes = closedRows.download(),
-                       pooled = pooledT.download();
+  std::vector<uint8_t> proImage = proT.download(stream);
+  std::vector<uint32_t> pro = wordsOf(proT.dense(&proImage));
+  std::vector<uint32_t> closed = wordsOf(closedT.download(stream));
+  std::vector<uint8_t> closedBytes = closedRows.download(stream),
+                       pooled = pooledT.download(stream);
   int64_t made = 0, fromRing = 0;
   auto record = [&](size_t r, int64_t pool, const uint8_t *row, bool byRing) {
     ++made;
@@ -528,18 +669,18 @@ DeviceSchedule::checkAgainstOneShot(const std::string &prefix) const {
     proT.fill(0, bytesOf(std::vector<uint32_t>{0, uint32_t(pools)}));
     apeHost.fill(0, bytesOf(ape));
     for (Tensor *t : {&kT, &gT, &iroT, &cacheT, &proT, &oneShot})
-      t->upload();
-    Status s =
-        kernels.compress(oneShot.deviceView(), kT.deviceView(), gT.deviceView(),
-                         apeT.deviceView(), iroT.deviceView(),
-                         proT.deviceView(), cacheT.deviceView());
+      t->upload(stream);
+    Status s = kernels.compress(
+        oneShot.deviceView(), kT.deviceView(), gT.deviceView(),
+        apeT.deviceView(), iroT.deviceView(), proT.deviceView(),
+        cacheT.deviceView(), Stream(stream));
     if (!s.ok()) {
       std::printf("%sone-shot compress of request %zu: %s\n", prefix.c_str(), r,
                   s.message().c_str());
       report.differ += pools;
       continue;
     }
-    std::vector<uint8_t> wholeImage = oneShot.download();
+    std::vector<uint8_t> wholeImage = oneShot.download(stream);
     std::vector<uint8_t> whole = oneShot.dense(&wholeImage);
     reference::compress(geometry, ref.hostView(), kT.hostView(), gT.hostView(),
                         apeHost.hostView(), iroT.hostView(), proT.hostView(),

@@ -53,10 +53,57 @@ KernelBackend onEmulatedDevice(const KernelConfig &config, KernelBackend cpu);
 #endif
 
 /// "NVIDIA H200 (sm_90), 132 SMs, driver 13.0": the device the kernels run
-/// on. A constructor that runs before the kernels' modules load checks that
-/// the CUDA driver initializes and has a device; if not, the program prints
-/// why and exits with status 2 instead of aborting in the module loader.
+/// on. The first call checks that the CUDA driver initializes and has a
+/// device; if not, the program prints why and exits with status 2 instead of
+/// aborting in the module loader. Nothing runs before main: a program may
+/// fork before its first CUDA call.
 const std::string &deviceDescription();
+
+//===----------------------------------------------------------------------===//
+// Streams and graphs
+//===----------------------------------------------------------------------===//
+
+/// Launches captured from a stream: a CUDA graph (instantiated) on the
+/// device; in the CPU emulation, the recorded launches.
+struct Graph;
+/// Starts capturing the work enqueued on `stream` (not the NULL stream). In
+/// the emulation, any synchronization, allocation, free, copy or module load
+/// until endCapture aborts the program, naming the call (on the device the
+/// driver's global capture mode fails the capture).
+void beginCapture(void *stream);
+/// Ends the capture and returns what it captured, ready to launch.
+std::shared_ptr<Graph> endCapture(void *stream);
+/// Enqueues the graph's launches on `stream`.
+void launchGraph(const Graph &graph, void *stream);
+/// The kernel launches (kernel nodes) in `graph`.
+int64_t graphLaunches(const Graph &graph);
+
+/// Milliseconds of device time between two points of a stream (CUDA events
+/// on the device; wall time in the emulation).
+class StreamTimer {
+public:
+  explicit StreamTimer(void *stream);
+  ~StreamTimer();
+  void start();
+  /// Ends the interval and waits for it; milliseconds since start().
+  double stop();
+
+private:
+  void *stream;
+  void *begin = nullptr, *end = nullptr;
+  double startedAt = 0;
+};
+
+#ifdef KPOOL_GPU_ON_CPU
+/// Kernel launches run on `stream` so far (eager ones and those of graphs
+/// launched there; null: the NULL stream).
+int64_t launchCount(void *stream);
+/// The emulated stream's number (0: the NULL stream), for messages.
+int streamId(void *stream);
+/// How many times the GPU modules were loaded (once per process: by
+/// KernelSet::prepare or the first launch).
+int64_t moduleLoadCount();
+#endif
 
 /// Raw bits of one element of `type` at `p` (uint16 for bf16/f16).
 inline uint32_t loadBits(ElementType type, const void *p) {
@@ -109,10 +156,12 @@ public:
   View hostView();
   /// The view over device memory (after upload()).
   View deviceView() const;
-  /// Copies the image to the device (allocating on first use).
-  void upload();
-  /// Copies the device allocation into a new image, which it returns.
-  std::vector<uint8_t> download() const;
+  /// Copies the image to the device (allocating on first use), after the
+  /// work enqueued on `stream`, and waits.
+  void upload(void *stream = nullptr);
+  /// Copies the device allocation into a new image, which it returns,
+  /// after the work enqueued on `stream`.
+  std::vector<uint8_t> download(void *stream = nullptr) const;
 
 private:
   View viewAt(void *base) const;
@@ -168,13 +217,17 @@ std::vector<Sequence> randomSequences(ElementType type, int64_t D,
 /// and keeps every pool produced, on the host, to check it.
 class DeviceSchedule {
 public:
-  /// `ringWindow`: rows per ring slot (>= kpool; 0 for kpool).
+  /// `ringWindow`: rows per ring slot (>= kpool; 0 for kpool). Every call
+  /// goes to `stream` (null: the NULL stream).
   DeviceSchedule(const KernelSet &kernels, const std::vector<Sequence> &seqs,
                  int64_t maxSlots, const std::vector<float> &ape,
-                 int64_t ringWindow = 0);
+                 int64_t ringWindow = 0, void *stream = nullptr);
 
   /// One call: `counts[r]` more tokens of request r (-1: r is not in this
-  /// call). Validates every op's metadata on the host (Validation::Check).
+  /// call). Validates every op's metadata on the host copies before the
+  /// upload (KernelSet::checkRingClose & co.); the calls themselves read
+  /// nothing back: `pooled` is capacity-shaped (tokens / kpool rows) and
+  /// results are downloaded once, after the four calls.
   /// Adds to the pools produced; `closedFromRing` counts those ring_close
   /// produced in this call.
   ///
@@ -218,6 +271,7 @@ private:
   };
   const KernelSet &kernels;
   const std::vector<Sequence> &seqs;
+  void *stream;
   KernelConfig config;
   int64_t esize;
   std::vector<float> ape;
