@@ -7,7 +7,10 @@
 // divides head_dim (no masked tile; the rule kpool-map-to-gpu uses too,
 // kpool/Dialect/KPool/Utils/Numerics.h) and vectorizes the tile; rows over views whose
 // innermost stride is not statically 1 stay scalar. vector-size=0 keeps all
-// rows scalar.
+// rows scalar. In every pooled row, vector or scalar, the max is a
+// compare-and-select (one vmaxps), acc + e * k is one math.fma and the bf16
+// rounding is integer arithmetic with its NaN select on 32-bit lanes
+// (kpool/Dialect/KPool/Utils/Numerics.h, populatePoolingArithmeticPatterns).
 
 // head_dim 128: tiles of 16 (default vector-size), 8 with vector-size 10.
 // CHECK-LABEL: func @compress_head_dim_128
@@ -16,9 +19,17 @@
 //   CHECK-COUNT-8:   vector.load %{{.*}} : memref<16xbf16, strided<[1], offset: ?>>, vector<16xbf16>
 //   CHECK-COUNT-4:   vector.load %{{.*}} : memref<16xf32, strided<[1], offset: ?>>, vector<16xf32>
 //       CHECK:     arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
-//       CHECK:     arith.maximumf %{{.*}} : vector<16xf32>
+//   CHECK-NOT:     arith.maximumf
+//       CHECK:     %[[GT:.*]] = arith.cmpf ogt, %[[A:.*]], %[[B:.*]] : vector<16xf32>
+//       CHECK:     arith.select %[[GT]], %[[A]], %[[B]] : vector<16xi1>, vector<16xf32>
+//   CHECK-NOT:     arith.maximumf
+//       CHECK:     math.fma %{{.*}} : vector<16xf32>
 //       CHECK:     arith.divf %{{.*}} : vector<16xf32>
-//       CHECK:     %[[T:.*]] = arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+//   CHECK-NOT:     arith.truncf
+//       CHECK:     arith.cmpf uno, %{{.*}} : vector<16xf32>
+//       CHECK:     arith.select %{{.*}} : vector<16xi1>, vector<16xi32>
+//       CHECK:     arith.trunci %{{.*}} : vector<16xi32> to vector<16xi16>
+//       CHECK:     %[[T:.*]] = arith.bitcast %{{.*}} : vector<16xi16> to vector<16xbf16>
 //       CHECK:     vector.store %[[T]], %{{.*}} : memref<16xbf16, strided<[1], offset: ?>>, vector<16xbf16>
 //       CHECK:   }
 //   CHECK-NOT:   linalg.generic
@@ -106,7 +117,7 @@ func.func @compress_head_dim_24(%k: memref<?x24xbf16>, %gate: memref<?x24xbf16>,
 //       CHECK:   scf.if
 //       CHECK:     scf.for
 //   CHECK-COUNT-6:   vector.load %{{.*}} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
-//       CHECK:       arith.maximumf %{{.*}} : vector<8xf32>
+//       CHECK:       arith.cmpf ogt, %{{.*}} : vector<8xf32>
 //       CHECK:       vector.store %{{.*}} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
 //       CHECK:   } else {
 //       CHECK:     linalg.fill

@@ -59,10 +59,11 @@ struct KPoolVectorizePoolRowsPass
           KPoolVectorizePoolRowsPass> {
   using Base::Base;
 
-  /// Tiles and vectorizes one pooled row; appends the `math.exp` ops of the
-  /// result to `exps`.
+  /// Tiles and vectorizes one pooled row; appends the `math.exp` ops and the
+  /// transfers of the result to `exps`, its other arithmetic to `arith`.
   LogicalResult vectorizeRow(IRRewriter &rewriter, linalg::GenericOp op,
-                             SmallVectorImpl<Operation *> &exps) {
+                             SmallVectorImpl<Operation *> &exps,
+                             SmallVectorImpl<Operation *> &arith) {
     // Full tiles only: the widest power of two up to `vector-size` that
     // divides head_dim (16 for the production 128), so no tile needs a mask.
     int64_t width = poolRowVectorWidth(channels(op), vectorSize);
@@ -85,8 +86,24 @@ struct KPoolVectorizePoolRowsPass
         if (isa<math::ExpOp, vector::TransferReadOp, vector::TransferWriteOp>(
                 nested))
           exps.push_back(nested);
+        collectArith(nested, arith);
       });
     return success();
+  }
+
+  static void collectArith(Operation *op, SmallVectorImpl<Operation *> &arith) {
+    if (isa<arith::MaximumFOp, arith::AddFOp, arith::TruncFOp>(op))
+      arith.push_back(op);
+  }
+
+  /// The ops of an unvectorized pooled row (or row loop).
+  static void collectScalar(Operation *row, SmallVectorImpl<Operation *> &exps,
+                            SmallVectorImpl<Operation *> &arith) {
+    row->walk([&](Operation *op) {
+      if (isa<math::ExpOp>(op))
+        exps.push_back(op);
+      collectArith(op, arith);
+    });
   }
 
   void runOnOperation() override {
@@ -98,7 +115,7 @@ struct KPoolVectorizePoolRowsPass
       return signalPassFailure();
     }
     SmallVector<linalg::GenericOp> rows;
-    SmallVector<Operation *> exps;
+    SmallVector<Operation *> exps, arith;
     KPoolDialect::PoolRowAttrHelper poolRow(&getContext());
     KPoolDialect::PoolRowLoopAttrHelper poolRowLoop(&getContext());
     getOperation()->walk([&](linalg::GenericOp op) {
@@ -107,7 +124,7 @@ struct KPoolVectorizePoolRowsPass
       // The loop form (large kpool) stays scalar; its exps are approximated
       // like every other pooled row's.
       if (poolRowLoop.isAttrPresent(op))
-        op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
+        collectScalar(op, exps, arith);
     });
     if (rows.empty() && exps.empty())
       return;
@@ -117,10 +134,22 @@ struct KPoolVectorizePoolRowsPass
       // Rows that are not one static channel loop (only hand-written IR
       // has them) stay scalar too.
       if (vectorSize == 0 || !hasUnitInnerStrides(op) || channels(op) == 0) {
-        op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
+        collectScalar(op, exps, arith);
         continue;
       }
-      if (failed(vectorizeRow(rewriter, op, exps)))
+      if (failed(vectorizeRow(rewriter, op, exps, arith)))
+        return signalPassFailure();
+    }
+
+    // The max, the fused multiply-adds and the bf16 rounding of every pooled
+    // row, vector or scalar, first: the exp expansion adds products and
+    // sums of its own.
+    {
+      RewritePatternSet patterns(&getContext());
+      populatePoolingArithmeticPatterns(patterns);
+      GreedyRewriteConfig config;
+      config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+      if (failed(applyOpPatternsGreedily(arith, std::move(patterns), config)))
         return signalPassFailure();
     }
 
