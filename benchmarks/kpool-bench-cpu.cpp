@@ -23,9 +23,13 @@
 //
 // The decode step: ring_close, pool_offsets, compress and seed_tail through
 // KernelSet (each call validates) against HandStep (one validating pass
-// over the metadata, then the same work), one token per request.
+// over the metadata, then the same work), one token per request; from batch
+// 32 on also kpool's four ops timed one by one.
 //
-// Usage: kpool-bench-cpu [--quick] [tokens]
+// Usage: kpool-bench-cpu [--quick] [--decode] [tokens]
+//   --decode  only the decode-step figures
+//   KPOOL_BENCH_VECTOR_SIZE=n  compiles kpool's kernels with vector-size n
+//             (KernelConfig::vectorSize; default 16)
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +63,7 @@ namespace {
 
 struct Options {
   bool quick = false;
+  bool decodeOnly = false; // --decode: only the decode-step figures
   std::vector<int64_t> tokens; // overrides the size sweep when given
 };
 
@@ -81,6 +86,8 @@ std::shared_ptr<KernelSet> kernels(ElementType type, int64_t D, int64_t K) {
   c.headDim = D;
   c.kpool = K;
   c.openmp = false;
+  if (const char *v = std::getenv("KPOOL_BENCH_VECTOR_SIZE"))
+    c.vectorSize = std::atoll(v);
   Status s;
   kpool::registerJitCompiler(); // KernelSet::get JIT-compiles
   auto set = KernelSet::get(c, s);
@@ -728,6 +735,27 @@ void decodeFigure(int64_t batch, bool closing, const Effort &effort,
               err.maxExact, spread * 100);
   if (batch == 1 && closing)
     *batch1Diff = (t[0].median - t[1].median) * 1e6;
+  if (batch >= 32) {
+    // kpool's step op by op (each validated, interleaved), to see where a
+    // difference from the hand-written step goes.
+    View out =
+        denseView(bufs[0].pooled.data(), {int64_t(bufs[0].pro[batch]), D});
+    auto ops = measureAdaptive(
+        {[&] {
+           die(set->ringClose(vk.closedRows, vk.closed, vk.tail, kV, gV, apeV,
+                              iroV, cacheV, slotV, n));
+         },
+         [&] { die(set->poolOffsets(vk.pro, iroV, cacheV)); },
+         [&] { die(set->compress(out, kV, gV, apeV, iroV, vk.pro, cacheV)); },
+         [&] {
+           die(set->seedTail(vk.tail, kV, gV, iroV, cacheV, slotV, n));
+         }},
+        effort.rounds, effort.sampleSeconds, effort.budgetSeconds);
+    std::printf("  %5s %-8s   kpool ops: ring_close %.3f us, pool_offsets "
+                "%.3f us, compress %.3f us, seed_tail %.3f us\n",
+                "", "", ops[0].median * 1e6, ops[1].median * 1e6,
+                ops[2].median * 1e6, ops[3].median * 1e6);
+  }
   std::fflush(stdout);
 }
 
@@ -740,10 +768,12 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       opt.quick = true;
+    else if (std::strcmp(argv[i], "--decode") == 0)
+      opt.decodeOnly = true;
     else if (argv[i][0] >= '0' && argv[i][0] <= '9')
       opt.tokens.push_back(std::atoll(argv[i]));
     else {
-      std::fprintf(stderr, "usage: kpool-bench-cpu [--quick] [tokens...]\n");
+      std::fprintf(stderr, "usage: kpool-bench-cpu [--quick] [--decode] [tokens...]\n");
       return 2;
     }
   }
@@ -767,33 +797,37 @@ int main(int argc, char **argv) {
   std::mt19937 rng(7);
 
   std::vector<int64_t> sizes = opt.tokens;
-  if (sizes.empty())
+  if (opt.decodeOnly)
+    sizes.clear();
+  else if (sizes.empty())
     sizes = opt.quick ? std::vector<int64_t>{4096, 65536}
                       : std::vector<int64_t>{1024,  4096,   16384,
                                              65536, 262144, 1048576};
-  std::printf("\ncompress by size: bf16, head_dim 128, kpool 4, 8 requests "
-              "with cached prefixes 0..4095 (MiB: what compress moves)\n");
-  printCompressHeader("tokens");
-  for (int64_t tokens : sizes)
-    compressFigure(std::to_string(tokens), KPOOL_BF16, 128, 4, tokens, effort,
-                   rng);
+  if (!opt.decodeOnly) {
+    std::printf("\ncompress by size: bf16, head_dim 128, kpool 4, 8 requests "
+                "with cached prefixes 0..4095 (MiB: what compress moves)\n");
+    printCompressHeader("tokens");
+    for (int64_t tokens : sizes)
+      compressFigure(std::to_string(tokens), KPOOL_BF16, 128, 4, tokens, effort,
+                     rng);
 
-  std::printf("\ncompress by element type: head_dim 128, kpool 4\n");
-  printCompressHeader("type tokens");
-  for (int64_t tokens : opt.quick ? std::vector<int64_t>{4096}
-                                  : std::vector<int64_t>{65536, 262144})
-    for (ElementType t : {KPOOL_BF16, KPOOL_F16, KPOOL_F32})
-      compressFigure(std::string(elementTypeName(t)) + " " +
-                         std::to_string(tokens),
-                     t, 128, 4, tokens, effort, rng);
+    std::printf("\ncompress by element type: head_dim 128, kpool 4\n");
+    printCompressHeader("type tokens");
+    for (int64_t tokens : opt.quick ? std::vector<int64_t>{4096}
+                                    : std::vector<int64_t>{65536, 262144})
+      for (ElementType t : {KPOOL_BF16, KPOOL_F16, KPOOL_F32})
+        compressFigure(std::string(elementTypeName(t)) + " " +
+                           std::to_string(tokens),
+                       t, 128, 4, tokens, effort, rng);
 
-  if (!opt.quick) {
-    std::printf("\ncompress by configuration: bf16, 65536 tokens\n");
-    printCompressHeader("head_dim kpool");
-    for (int64_t D : {64, 128, 256})
-      for (int64_t K : {1, 2, 4, 8})
-        compressFigure("D" + std::to_string(D) + " K" + std::to_string(K),
-                       KPOOL_BF16, D, K, 65536, effort, rng);
+    if (!opt.quick) {
+      std::printf("\ncompress by configuration: bf16, 65536 tokens\n");
+      printCompressHeader("head_dim kpool");
+      for (int64_t D : {64, 128, 256})
+        for (int64_t K : {1, 2, 4, 8})
+          compressFigure("D" + std::to_string(D) + " K" + std::to_string(K),
+                         KPOOL_BF16, D, K, 65536, effort, rng);
+    }
   }
 
   std::printf(
@@ -808,7 +842,7 @@ int main(int argc, char **argv) {
               "reference us", "hand ulp", "spread");
   double diff = 0;
   decodeFigure(1, false, effort, rng, &diff);
-  for (int64_t batch : opt.quick ? std::vector<int64_t>{1, 32}
+  for (int64_t batch : opt.quick ? std::vector<int64_t>{1, 32, 256}
                                  : std::vector<int64_t>{1, 4, 32, 256, 1024})
     decodeFigure(batch, true, effort, rng, &diff);
   std::printf("  at batch 1 (a step that closes a pool) the kpool step costs "

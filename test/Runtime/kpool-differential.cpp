@@ -276,6 +276,19 @@ struct Tolerance {
 };
 Tolerance tolerance;
 
+/// Pooled values against the exact pooling function (evaluated in double
+/// from the f32 z = f32(g) + ape, as the spec defines z), in ulps of T at
+/// the magnitude S = sum e_m |k_m| / Z. Correct rounding reaches 0.5 for
+/// bf16 and f16; the kernels' f32 arithmetic may add at most 0.01 (the
+/// contract allows 1 ulp). f32: the contract's 4 + 6 max|z| ulps.
+struct ExactStats {
+  double bound16 = 0.51;
+  double maxUlp[3] = {0, 0, 0};        // max error in ulps of S
+  double maxShare[3] = {0, 0, 0};      // f32: max error / (4 + 6 max|z|)
+  int64_t compared[3] = {0, 0, 0};
+};
+ExactStats exactStats;
+
 /// The gap from |x| (x given as bits of T) to the next larger magnitude of
 /// T: NaN when |x| is infinite, so that an infinite reference never admits
 /// a finite result. (reference::ulpOf is the spacing of T at a double.)
@@ -1266,6 +1279,81 @@ void numericsCases(Suite &suite, const Config &cfg) {
             });
 }
 
+/// compress on one request of many pools against the exact value of the
+/// pooling function (see ExactStats): moderate gates, wide gates (weights
+/// down to subnormal and zero) and gates up to +-200.
+void exactCases(Suite &suite, const Config &cfg) {
+  std::string p = cfg.name() + " ";
+  suite.run(p + "vs exact (double precision): within " +
+                (cfg.type == KPOOL_F32 ? std::string("4 + 6 max|z| ulps")
+                                       : std::string("0.51 ulp")) +
+                " of the magnitude",
+            [&](Check &c) {
+              auto ks = kernels(cfg, c);
+              if (!ks)
+                return;
+              const int t = int(cfg.type);
+              const int64_t K = cfg.K, D = cfg.D;
+              const int64_t pools = std::max<int64_t>(64, 8192 / D);
+              const double spreads[] = {3, 30, 200};
+              int reported = 0;
+              for (int round = 0; round < 3; ++round) {
+                Rng rng(900 + round);
+                Buffer ape = makeApe(cfg, rng);
+                Buffer tail = makeTail(cfg, rng, 1);
+                CallSpec spec = makeCall(cfg, rng, {{pools * K, 0, 0}}, 1);
+                for (uint32_t &g : spec.gate)
+                  g = randomT(rng, cfg.type, -spreads[round], spreads[round]);
+                Ops o = makeOps(cfg, spec, ape, tail, Layouts());
+                if (!c.expect(kPoolOffsets(*ks, o, Validation::Check).ok(),
+                              "pool_offsets failed"))
+                  return;
+                o.pooled = Buffer::make(cfg.esize(), {pools, D});
+                if (!c.expect(kCompress(*ks, o, Validation::Check).ok(),
+                              "compress failed"))
+                  return;
+                for (int64_t j = 0; j < pools; ++j)
+                  for (int64_t d = 0; d < D; ++d) {
+                    double z[64], maxZ = -INFINITY, maxAbsZ = 0;
+                    double k[64];
+                    for (int64_t m = 0; m < K; ++m) {
+                      int64_t row = j * K + m;
+                      float g = ref::fromBits(cfg.type, o.gate.at({row, d}));
+                      float a = ref::fromBits(KPOOL_F32, o.ape.at({m, d}));
+                      z[m] = double(g + a); // an f32 sum, as in the spec
+                      k[m] = ref::fromBits(cfg.type, o.k.at({row, d}));
+                      maxZ = std::max(maxZ, z[m]);
+                      maxAbsZ = std::max(maxAbsZ, std::fabs(z[m]));
+                    }
+                    double Z = 0, A = 0, S = 0;
+                    for (int64_t m = 0; m < K; ++m) {
+                      double e = std::exp(z[m] - maxZ);
+                      Z += e;
+                      A += e * k[m];
+                      S += e * std::fabs(k[m]);
+                    }
+                    double got = ref::fromBits(cfg.type, o.pooled.at({j, d}));
+                    double err = std::fabs(got - A / Z) /
+                                 ref::ulpOf(cfg.type, S / Z);
+                    double bound = cfg.type == KPOOL_F32
+                                       ? 4 + 6 * maxAbsZ
+                                       : exactStats.bound16;
+                    exactStats.maxUlp[t] = std::max(exactStats.maxUlp[t], err);
+                    exactStats.maxShare[t] =
+                        std::max(exactStats.maxShare[t], err / bound);
+                    exactStats.compared[t]++;
+                    if (!(err <= bound) && reported++ < 4)
+                      c.fail("gates +-" + std::to_string(int(spreads[round])) +
+                             ": pool " + std::to_string(j) + " channel " +
+                             std::to_string(d) + ": " + std::to_string(got) +
+                             " vs exact " + std::to_string(A / Z) + ", " +
+                             std::to_string(err) + " ulp of S (bound " +
+                             std::to_string(bound) + ")");
+                  }
+              }
+            });
+}
+
 void identityCases(Suite &suite, const Config &cfg) {
   std::string p = cfg.name() + " identity: ";
   int64_t K = cfg.K;
@@ -1723,6 +1811,7 @@ int main(int argc, char **argv) {
   for (const Config &cfg : configs) {
     referenceCases(suite, cfg);
     numericsCases(suite, cfg);
+    exactCases(suite, cfg);
     identityCases(suite, cfg);
     emptyCases(suite, cfg);
     stridedCases(suite, cfg);
@@ -1747,6 +1836,20 @@ int main(int argc, char **argv) {
         std::printf(" %lld:%lld", (long long)ulp, (long long)n);
     }
     std::printf("\n");
+  }
+  for (int t = 0; t < 3; ++t) {
+    if (!exactStats.compared[t])
+      continue;
+    if (t == int(KPOOL_F32))
+      std::printf("compress vs exact, %s: %lld values, max %.3f ulp of the "
+                  "magnitude, max %.1f%% of the bound 4 + 6 max|z| ulps\n",
+                  names[t], (long long)exactStats.compared[t],
+                  exactStats.maxUlp[t], 100 * exactStats.maxShare[t]);
+    else
+      std::printf("compress vs exact, %s: %lld values, max %.4f ulp of the "
+                  "magnitude (bound %.2f)\n",
+                  names[t], (long long)exactStats.compared[t],
+                  exactStats.maxUlp[t], exactStats.bound16);
   }
   std::printf("kpool.step: %lld calls bit-identical to ring_close + "
               "pool_offsets + compress + seed_tail\n",

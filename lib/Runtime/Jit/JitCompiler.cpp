@@ -20,8 +20,10 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include <mutex>
 
@@ -91,9 +93,25 @@ Status kpool::compileJitKernels(const KernelConfig &config,
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
+  // LLVM's optimizer gets the host's target machine, CPU name and features
+  // both (detectHost), the target the JIT's code generator compiles for:
+  // without one its cost models know no vector registers (nothing MLIR left
+  // scalar is vectorized or unrolled for the host). The CPU name alone is
+  // not enough: this VM reports znver4, which implies AVX-512 it does not
+  // have, and the optimizer then plans 512-bit loops for a code generator
+  // without them. The transformer runs inside ExecutionEngine::create.
+  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!machineBuilder)
+    return Status::error("JIT: no target machine for the host: " +
+                         llvm::toString(machineBuilder.takeError()));
+  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  auto machine = machineBuilder->createTargetMachine();
+  if (!machine)
+    return Status::error("JIT: no target machine for the host: " +
+                         llvm::toString(machine.takeError()));
   mlir::ExecutionEngineOptions engineOptions;
   auto transformer = mlir::makeOptimizingTransformer(
-      /*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
+      /*optLevel=*/3, /*sizeLevel=*/0, machine->get());
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   engineOptions.enableGDBNotificationListener = false;

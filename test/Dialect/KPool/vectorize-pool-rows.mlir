@@ -7,7 +7,10 @@
 // divides head_dim (no masked tile; the rule kpool-map-to-gpu uses too,
 // kpool/Dialect/KPool/Utils/Numerics.h) and vectorizes the tile; rows over views whose
 // innermost stride is not statically 1 stay scalar. vector-size=0 keeps all
-// rows scalar.
+// rows scalar. In every pooled row, vector or scalar, the max is a
+// compare-and-select (one vmaxps), acc + e * k is one math.fma and the bf16
+// rounding is integer arithmetic with its NaN select on 32-bit lanes
+// (kpool/Dialect/KPool/Utils/Numerics.h, populatePoolingArithmeticPatterns).
 
 // head_dim 128: tiles of 16 (default vector-size), 8 with vector-size 10.
 // CHECK-LABEL: func @compress_head_dim_128
@@ -16,9 +19,17 @@
 //   CHECK-COUNT-8:   vector.load %{{.*}} : memref<16xbf16, strided<[1], offset: ?>>, vector<16xbf16>
 //   CHECK-COUNT-4:   vector.load %{{.*}} : memref<16xf32, strided<[1], offset: ?>>, vector<16xf32>
 //       CHECK:     arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
-//       CHECK:     arith.maximumf %{{.*}} : vector<16xf32>
+//   CHECK-NOT:     arith.maximumf
+//       CHECK:     %[[GT:.*]] = arith.cmpf ogt, %[[A:.*]], %[[B:.*]] : vector<16xf32>
+//       CHECK:     arith.select %[[GT]], %[[A]], %[[B]] : vector<16xi1>, vector<16xf32>
+//   CHECK-NOT:     arith.maximumf
+//       CHECK:     math.fma %{{.*}} : vector<16xf32>
 //       CHECK:     arith.divf %{{.*}} : vector<16xf32>
-//       CHECK:     %[[T:.*]] = arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+//   CHECK-NOT:     arith.truncf
+//       CHECK:     arith.cmpf uno, %{{.*}} : vector<16xf32>
+//       CHECK:     arith.select %{{.*}} : vector<16xi1>, vector<16xi32>
+//       CHECK:     arith.trunci %{{.*}} : vector<16xi32> to vector<16xi16>
+//       CHECK:     %[[T:.*]] = arith.bitcast %{{.*}} : vector<16xi16> to vector<16xbf16>
 //       CHECK:     vector.store %[[T]], %{{.*}} : memref<16xbf16, strided<[1], offset: ?>>, vector<16xbf16>
 //       CHECK:   }
 //   CHECK-NOT:   linalg.generic
@@ -101,15 +112,17 @@ func.func @compress_head_dim_24(%k: memref<?x24xbf16>, %gate: memref<?x24xbf16>,
 // -----
 
 // head_dim 8 is narrower than vector-size 16: one tile of 8. ring_close
-// (kpool 3, f32) vectorizes the same way; its zero rows stay a linalg.fill.
+// (kpool 3, f32) vectorizes the same way, and so does the fill of its zero
+// rows (a linalg.fill of one row inside the kpool.kernel loop).
 // CHECK-LABEL: func @ring_close_head_dim_8
 //       CHECK:   scf.if
 //       CHECK:     scf.for
 //   CHECK-COUNT-6:   vector.load %{{.*}} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
-//       CHECK:       arith.maximumf %{{.*}} : vector<8xf32>
+//       CHECK:       arith.cmpf ogt, %{{.*}} : vector<8xf32>
 //       CHECK:       vector.store %{{.*}} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
 //       CHECK:   } else {
-//       CHECK:     linalg.fill
+//   CHECK-NOT:     linalg.fill
+//       CHECK:     vector.store %{{.*}} : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
 //
 // VS10-LABEL: func @ring_close_head_dim_8
 //       VS10:       vector.store {{.*}} vector<8xf32>
@@ -194,5 +207,36 @@ func.func @other_ops(%in: memref<128xf32>, %out: memref<128xf32>) {
     %e = math.exp %a : f32
     linalg.yield %e : f32
   }
+  return
+}
+
+// -----
+
+// The ring-row copies of seed_tail (a linalg.copy of one row inside the
+// kpool.kernel loop) are tiled and vectorized like pooled rows on the
+// unit-stride path; on the general-stride path they stay linalg.copy.
+// CHECK-LABEL: func @seed_tail_row_copies
+//       CHECK:   scf.if
+//       CHECK:     scf.for %{{.*}} step %[[C16:.*]] {
+//       CHECK:       %[[V:.*]] = vector.load %{{.*}} : memref<16xbf16, strided<[1], offset: ?>>, vector<16xbf16>
+//       CHECK:       vector.store %[[V]], %{{.*}} : memref<16xbf16, strided<[1], offset: ?>>, vector<16xbf16>
+//       CHECK:   } else {
+//       CHECK:     linalg.copy ins(%{{.*}} : memref<128xbf16, strided<[?], offset: ?>>)
+//
+// SCALAR-LABEL: func @seed_tail_row_copies
+//   SCALAR-NOT:   vector.
+//       SCALAR:   linalg.copy
+//   SCALAR-NOT:   vector.
+//       SCALAR:   return
+func.func @seed_tail_row_copies(%tail: memref<6x2x4x128xbf16>,
+    %k: memref<?x128xbf16, strided<[?, ?], offset: ?>>,
+    %gate: memref<?x128xbf16>, %iro: memref<?xui32>, %cache: memref<?xui32>,
+    %slots: memref<?xui32>, %n: i32) {
+  kpool.seed_tail kpool(4) head_dim(128)
+      ins(%k, %gate, %iro, %cache, %slots
+          : memref<?x128xbf16, strided<[?, ?], offset: ?>>, memref<?x128xbf16>,
+            memref<?xui32>, memref<?xui32>, memref<?xui32>)
+      num_requests(%n)
+      outs(%tail : memref<6x2x4x128xbf16>)
   return
 }

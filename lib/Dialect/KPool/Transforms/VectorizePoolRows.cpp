@@ -33,7 +33,7 @@ constexpr int64_t kMaxVectorSize = 64;
 
 /// The channel count of a pooled row: its one static, positive loop range,
 /// or 0 for anything else (such a row stays scalar).
-int64_t channels(linalg::GenericOp op) {
+int64_t channels(linalg::LinalgOp op) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (ranges.size() != 1 || ShapedType::isDynamic(ranges.front()) ||
       ranges.front() < 1)
@@ -44,14 +44,38 @@ int64_t channels(linalg::GenericOp op) {
 /// True when every operand of the row has a static unit innermost stride,
 /// so that each vector tile is one contiguous load or store. Rows over other
 /// views (the slow path of the lowering's stride versioning) stay scalar.
-bool hasUnitInnerStrides(linalg::GenericOp op) {
-  return llvm::all_of(op->getOperandTypes(), [](Type type) {
+/// (A fill's value operand is not a view.)
+bool hasUnitInnerStrides(linalg::LinalgOp op) {
+  bool anyView = false;
+  for (Type type : op->getOperandTypes()) {
+    if (isa<FloatType, IntegerType, IndexType>(type) && isa<linalg::FillOp>(op))
+      continue;
     auto memref = dyn_cast<MemRefType>(type);
     if (!memref)
       return false;
     auto [strides, offset] = memref.getStridesAndOffset();
-    return !strides.empty() && strides.back() == 1;
-  });
+    if (strides.empty() || strides.back() != 1)
+      return false;
+    anyView = true;
+  }
+  return anyView;
+}
+
+/// A linalg.copy or linalg.fill of one row inside a lowered kpool op (an
+/// scf.parallel tagged kpool.kernel): the ring rows of ring_close and
+/// seed_tail, the zero rows of ring_close. Left to LLVM these stay element
+/// loops (the views may alias as far as LLVM knows, and their strides are
+/// only known to MLIR).
+bool isKernelRowCopyOrFill(linalg::LinalgOp op, KPoolDialect::KernelAttrHelper
+                                                    &kernel) {
+  if (!isa<linalg::CopyOp, linalg::FillOp>(op) || op.getNumLoops() != 1 ||
+      !op.hasPureBufferSemantics())
+    return false;
+  for (auto par = op->getParentOfType<scf::ParallelOp>(); par;
+       par = par->getParentOfType<scf::ParallelOp>())
+    if (kernel.isAttrPresent(par))
+      return true;
+  return false;
 }
 
 struct KPoolVectorizePoolRowsPass
@@ -59,10 +83,11 @@ struct KPoolVectorizePoolRowsPass
           KPoolVectorizePoolRowsPass> {
   using Base::Base;
 
-  /// Tiles and vectorizes one pooled row; appends the `math.exp` ops of the
-  /// result to `exps`.
-  LogicalResult vectorizeRow(IRRewriter &rewriter, linalg::GenericOp op,
-                             SmallVectorImpl<Operation *> &exps) {
+  /// Tiles and vectorizes one pooled row; appends the `math.exp` ops and the
+  /// transfers of the result to `exps`, its other arithmetic to `arith`.
+  LogicalResult vectorizeRow(IRRewriter &rewriter, linalg::LinalgOp op,
+                             SmallVectorImpl<Operation *> &exps,
+                             SmallVectorImpl<Operation *> &arith) {
     // Full tiles only: the widest power of two up to `vector-size` that
     // divides head_dim (16 for the production 128), so no tile needs a mask.
     int64_t width = poolRowVectorWidth(channels(op), vectorSize);
@@ -85,8 +110,24 @@ struct KPoolVectorizePoolRowsPass
         if (isa<math::ExpOp, vector::TransferReadOp, vector::TransferWriteOp>(
                 nested))
           exps.push_back(nested);
+        collectArith(nested, arith);
       });
     return success();
+  }
+
+  static void collectArith(Operation *op, SmallVectorImpl<Operation *> &arith) {
+    if (isa<arith::MaximumFOp, arith::AddFOp, arith::TruncFOp>(op))
+      arith.push_back(op);
+  }
+
+  /// The ops of an unvectorized pooled row (or row loop).
+  static void collectScalar(Operation *row, SmallVectorImpl<Operation *> &exps,
+                            SmallVectorImpl<Operation *> &arith) {
+    row->walk([&](Operation *op) {
+      if (isa<math::ExpOp>(op))
+        exps.push_back(op);
+      collectArith(op, arith);
+    });
   }
 
   void runOnOperation() override {
@@ -98,29 +139,56 @@ struct KPoolVectorizePoolRowsPass
       return signalPassFailure();
     }
     SmallVector<linalg::GenericOp> rows;
-    SmallVector<Operation *> exps;
+    SmallVector<linalg::LinalgOp> copies;
+    SmallVector<Operation *> exps, arith;
     KPoolDialect::PoolRowAttrHelper poolRow(&getContext());
     KPoolDialect::PoolRowLoopAttrHelper poolRowLoop(&getContext());
+    KPoolDialect::KernelAttrHelper kernel(&getContext());
+    getOperation()->walk([&](linalg::LinalgOp op) {
+      if (isKernelRowCopyOrFill(op, kernel))
+        copies.push_back(op);
+    });
     getOperation()->walk([&](linalg::GenericOp op) {
       if (poolRow.isAttrPresent(op))
         rows.push_back(op);
       // The loop form (large kpool) stays scalar; its exps are approximated
       // like every other pooled row's.
       if (poolRowLoop.isAttrPresent(op))
-        op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
+        collectScalar(op, exps, arith);
     });
-    if (rows.empty() && exps.empty())
+    if (rows.empty() && exps.empty() && copies.empty())
       return;
 
     IRRewriter rewriter(&getContext());
+    // Row copies and fills: the same tiles as a pooled row's, when every
+    // view is unit-stride (the others stay element loops).
+    for (linalg::LinalgOp op : copies) {
+      if (vectorSize == 0 || !hasUnitInnerStrides(op) || channels(op) == 0)
+        continue;
+      SmallVector<Operation *> ignored;
+      if (failed(vectorizeRow(rewriter, op, exps, ignored)))
+        return signalPassFailure();
+    }
     for (linalg::GenericOp op : rows) {
       // Rows that are not one static channel loop (only hand-written IR
       // has them) stay scalar too.
       if (vectorSize == 0 || !hasUnitInnerStrides(op) || channels(op) == 0) {
-        op->walk([&](math::ExpOp exp) { exps.push_back(exp); });
+        collectScalar(op, exps, arith);
         continue;
       }
-      if (failed(vectorizeRow(rewriter, op, exps)))
+      if (failed(vectorizeRow(rewriter, op, exps, arith)))
+        return signalPassFailure();
+    }
+
+    // The max, the fused multiply-adds and the bf16 rounding of every pooled
+    // row, vector or scalar, first: the exp expansion adds products and
+    // sums of its own.
+    {
+      RewritePatternSet patterns(&getContext());
+      populatePoolingArithmeticPatterns(patterns);
+      GreedyRewriteConfig config;
+      config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+      if (failed(applyOpPatternsGreedily(arith, std::move(patterns), config)))
         return signalPassFailure();
     }
 

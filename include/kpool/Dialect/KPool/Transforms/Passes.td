@@ -17,10 +17,18 @@ def KPoolVectorizePoolRowsPass : Pass<"kpool-vectorize-pool-rows"> {
     vectorizes each tile into contiguous vector loads and stores. Rows whose
     operands do not all have a static unit innermost stride (the general-
     stride path of the lowering), and tagged ops that are not one static,
-    non-empty channel loop, stay scalar. The `math.exp` of those rows, vector or scalar, is then
-    rewritten with MLIR's polynomial approximation, so that every channel of
-    every op uses the same arithmetic (`ring_close` and `compress` stay bit
-    identical) and no libm call is left in the loop.
+    non-empty channel loop, stay scalar. The one-row `linalg.copy` and
+    `linalg.fill` ops inside a lowered op's loop (`kpool.kernel`: the ring
+    rows of `ring_close` and `seed_tail`, the zero rows of `ring_close`) are
+    tiled and vectorized the same way when their views are unit-stride.
+
+    In every pooled row, vector or scalar, the arithmetic is then rewritten
+    the same way (`kpool/Dialect/KPool/Utils/Numerics.h`), so that every
+    channel of every op uses the same arithmetic (`ring_close` and
+    `compress` stay bit identical) and no libm call is left in the loop:
+    the max as one compare-and-select, `acc + e * k` as an FMA, the bf16
+    rounding as integer arithmetic, and `math.exp` as kpool's polynomial
+    approximation.
   }];
   let options = [
     Option<"vectorSize", "vector-size", "int64_t", /*default=*/"16",

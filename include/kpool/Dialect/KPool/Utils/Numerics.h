@@ -19,12 +19,26 @@ class RewritePatternSet;
 namespace kpool {
 
 /// Adds the patterns that rewrite `math.exp` (on scalars and vectors alike)
-/// into MLIR's polynomial approximation (`populateMathPolynomialApproximation
-/// Patterns`, restricted to exp). The expansion is elementwise, so a vector
-/// lane and a scalar channel compute the same bits, on the CPU and in a GPU
-/// kernel. Apply them to the exps of the pooled rows only (e.g. with
-/// `applyOpPatternsGreedily` and `ExistingAndNewOps`).
+/// into kpool's own polynomial approximation for f32 (round-to-nearest range
+/// reduction, a degree-6 polynomial with FMA, 2^n from the exponent bits;
+/// see Numerics.cpp for its domain, x <= 88.3, -inf and NaN, which covers
+/// the pooled rows' x = z - max z), and MLIR's for other element types. The
+/// expansion is elementwise, so a vector lane and a scalar channel compute
+/// the same bits, on the CPU and in a GPU kernel. Apply them to the exps of
+/// the pooled rows only (e.g. with `applyOpPatternsGreedily` and
+/// `ExistingAndNewOps`).
 void populateExpApproximationPatterns(RewritePatternSet &patterns);
+
+/// Adds the CPU rewrites of a pooled row's other arithmetic, all exact for
+/// the pooling function: `arith.maximumf` as `a > b ? a : b` (the result
+/// differs only when some z is NaN, and then the pool is NaN either way),
+/// `acc + e * k` as one FMA (the contract's tolerance is against the exact
+/// value; every op and schedule goes through the same rewrite), and the
+/// f32 -> bf16 truncation as integer rounding to nearest even with the NaN
+/// select on 32-bit lanes (a NaN stays NaN, quietened, sign and top payload
+/// kept, like the reference). Apply them
+/// to the ops of the pooled rows only, before the exp expansion.
+void populatePoolingArithmeticPatterns(RewritePatternSet &patterns);
 
 /// Channels per vector access in the channel loop of a pooled row (or a
 /// fill or copy of one): the widest power of two that is at most `maxWidth`
