@@ -128,6 +128,12 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &
   if (options.blockSize < 1 || options.blockSize > 1024)
     return fail("block-size must be in [1, 1024], got " +
                 std::to_string(options.blockSize));
+  if (options.gridBlocks < 1 || options.gridBlocks > (int64_t(1) << 31) - 1)
+    return fail("grid-blocks must be in [1, 2^31 - 1], got " +
+                std::to_string(options.gridBlocks));
+  if (options.minBlocksPerSM < 0 || options.minBlocksPerSM > 64)
+    return fail("min-blocks-per-sm must be in [0, 64], got " +
+                std::to_string(options.minBlocksPerSM));
 
   const std::string &explicitToolkit = options.cudaToolkit;
   if (!explicitToolkit.empty() && !llvm::sys::fs::is_directory(explicitToolkit))
@@ -194,6 +200,8 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   // approximated (math.exp would otherwise stay an unresolved __nv_expf).
   std::string toolkit = resolveCudaToolkitPath(options.cudaToolkit);
   mapOptions.approximateExp = options.approximateExp;
+  mapOptions.fastMath = options.fastMath;
+  mapOptions.gridBlocks = options.gridBlocks;
   pm.addNestedPass<func::FuncOp>(createKPoolMapToGPUPass(mapOptions));
   // The scalar channel loops are already scf.for; this catches any other
   // linalg op a caller put next to the kpool ops.
@@ -206,6 +214,10 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   // share.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // Read-only operands (for ld.global.nc) and the occupancy hint.
+  KPoolGPUKernelAttrsPassOptions attrOptions;
+  attrOptions.minBlocksPerSM = options.minBlocksPerSM;
+  pm.addNestedPass<gpu::GPUModuleOp>(createKPoolGPUKernelAttrsPass(attrOptions));
   pm.addPass(createConvertVectorToSCFPass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertFuncToLLVMPass());
@@ -230,6 +242,7 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   ConvertGpuOpsToNVVMOpsOptions nvvmOptions;
   nvvmOptions.indexBitwidth = 64;
   gpuPm.addPass(createConvertGpuOpsToNVVMOps(nvvmOptions));
+  gpuPm.addPass(createKPoolNVVMReadOnlyNoAliasPass());
   gpuPm.addPass(LLVM::createNVVMOptimizeForTargetPass());
   gpuPm.addPass(createCanonicalizerPass());
   gpuPm.addPass(createCSEPass());

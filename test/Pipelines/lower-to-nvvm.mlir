@@ -3,6 +3,8 @@
 // RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false" | FileCheck %s
 // RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false" -mlir-print-ir-after=convert-gpu-to-nvvm -mlir-disable-threading -o /dev/null 2>&1 | FileCheck %s --check-prefix=NVVM
 // RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false chip=sm_80 features=+ptx70 opt-level=2" | FileCheck %s --check-prefix=TARGET
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false fast-math=false" -mlir-print-ir-after=convert-gpu-to-nvvm -mlir-disable-threading -o /dev/null 2>&1 | FileCheck %s --check-prefix=ACCURATE
+// RUN: kpool-opt %s -kpool-lower-to-nvvm="format=isa fuse-step=false min-blocks-per-sm=2" -mlir-print-ir-after=convert-gpu-to-nvvm -mlir-disable-threading -o /dev/null 2>&1 | FileCheck %s --check-prefix=MINCTA
 
 // kpool-lower-to-nvvm on the tensor form of the four ops (one call, in the
 // spec's order): bufferized in place, one kernel per parallel loop (two for
@@ -29,14 +31,22 @@
 // CHECK-NOT:   gpu.binary
 
 // The first kernel (ring_close, unit stride) as NVVM IR: 8 channels per lane,
-// so one lane per row and 256 rows per block; 16-byte vector accesses.
+// so one lane per row and 256 rows per block; 16-byte vector accesses. The
+// operands it only reads are readonly (kpool-nvvm-readonly-noalias, after
+// this point, makes them noalias too: ld.global.nc); fast-math
+// (the default): exp as exp2 (libdevice's __nv_exp2f is ex2.approx.f32) and
+// an approximate division. A grid-stride loop runs over the rows
+// (nctaid.x), with ape loaded before it.
 // NVVM-LABEL: gpu.module @f_kpool_ring_close [
-// NVVM:         llvm.func @__nv_expf(f32) -> f32
-// NVVM:         llvm.func @f_kpool_ring_close({{.*}}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 1, 256, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 1, 256, 1>}
+// NVVM:         llvm.func @__nv_exp2f(f32) -> f32
+// NVVM:         llvm.func @f_kpool_ring_close({{.*}}!llvm.ptr {llvm.readonly}{{.*}}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 1, 256, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 1, 256, 1>}
 // NVVM:           nvvm.read.ptx.sreg.ctaid.x
 // NVVM:           nvvm.read.ptx.sreg.tid.y
+// NVVM:           nvvm.read.ptx.sreg.nctaid.x
+// NVVM:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<8xf32>
 // NVVM:           llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<8xbf16>
-// NVVM:           llvm.call @__nv_expf
+// NVVM:           llvm.call @__nv_exp2f
+// NVVM:           llvm.fdiv {{.*}} {fastmathFlags = #llvm.fastmath<afn>} : vector<8xf32>
 // NVVM:           llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr
 // The general-stride ring_close: scalar, 8 lanes, 32 rows per block.
 // NVVM-LABEL: gpu.module @f_kpool_ring_close_strided [
@@ -46,6 +56,18 @@
 // pool_offsets: one thread.
 // NVVM-LABEL: gpu.module @f_kpool_pool_offsets [
 // NVVM:         nvvm.maxntid = array<i32: 1, 1, 1>
+
+// fast-math=false: libdevice's accurate expf and the IEEE division.
+// ACCURATE-LABEL: gpu.module @f_kpool_ring_close [
+// ACCURATE:         llvm.func @__nv_expf(f32) -> f32
+// ACCURATE-NOT:     fastmath<afn>
+// ACCURATE:         llvm.call @__nv_expf
+// ACCURATE-NOT:     fastmath<afn>
+// ACCURATE:         llvm.fdiv {{.*}} : vector<8xf32>
+// ACCURATE-NOT:     fastmath<afn>
+// ACCURATE:       gpu.module @f_kpool_ring_close_strided
+// min-blocks-per-sm: the occupancy hint on every kernel.
+// MINCTA-COUNT-7:   nvvm.minctasm = 2 : i32
 
 // The default opt level (2) is not printed.
 // TARGET-COUNT-7: #nvvm.target<chip = "sm_80", features = "+ptx70">

@@ -10,7 +10,7 @@
 // CHECK-NEXT: @compress_kpool_compress_strided: ptxas ok
 
 // PTX-LABEL: // ---- gpu.binary @compress_kpool_compress
-// PTX:       ld.global.v4.b32
+// PTX:       ld.global.nc.v4.b32
 // PTX-NOT:   ex2.approx
 // PTX-NOT:   .extern
 // PTX:       st.global.v4.b32

@@ -58,11 +58,11 @@
 // head_dim 100, scalar for head_dim 7; exp from libdevice.
 // PTX-LABEL: // ---- gpu.binary @f16_k4_d128_kpool_compress
 // PTX:       .target sm_90
-// PTX:       ld.global.v4.b32
+// PTX:       ld.global.nc.v4.b32
 // PTX:       ex2.approx
 // PTX:       st.global.v4.b32
 // PTX-LABEL: // ---- gpu.binary @f16_k3_d100_kpool_compress
-// PTX:       ld.global.v4.b16
+// PTX:       ld.global.nc.v4.b16
 // PTX:       st.global.v2.b32
 // PTX-LABEL: // ---- gpu.binary @f16_k2_d7_kpool_compress
 // PTX-NOT:   ld.global.v

@@ -57,10 +57,10 @@
 // head_dim 128 and 100 (100 = 25 x 4), scalar for head_dim 7.
 // PTX-LABEL: // ---- gpu.binary @f32_k4_d128_kpool_compress
 // PTX:       .target sm_90
-// PTX:       ld.global.v4.b32
+// PTX:       ld.global.nc.v4.b32
 // PTX:       st.global.v4.b32
 // PTX-LABEL: // ---- gpu.binary @f32_k3_d100_kpool_compress
-// PTX:       ld.global.v4.b32
+// PTX:       ld.global.nc.v4.b32
 // PTX:       st.global.v4.b32
 // PTX-LABEL: // ---- gpu.binary @f32_k2_d7_kpool_compress
 // PTX-NOT:   ld.global.v

@@ -121,8 +121,29 @@ struct KPoolToNVVMPipelineOptions
                      "path, instead of libdevice's __nv_expf "
                      "(kpool-map-to-gpu). Without it the CUDA toolkit must "
                      "provide libdevice (nvvm/libdevice/libdevice.10.bc); "
-                     "the pipeline fails when none is found"),
+                     "the pipeline fails when none is found. The CPU path's "
+                     "arithmetic: it turns fast-math off"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> fastMath{
+      *this, "fast-math",
+      llvm::cl::desc("The GPU's fast arithmetic in the pooling function "
+                     "(kpool-map-to-gpu): exp(x) as exp2(x * log2 e) "
+                     "(ex2.approx.f32) and an approximate division "
+                     "(div.approx.f32), within the contract's tolerance "
+                     "(docs/gpu.md); false: libdevice's accurate __nv_expf "
+                     "and the IEEE div.rn.f32"),
+      llvm::cl::init(true)};
+  PassOptions::Option<int64_t> gridBlocks{
+      *this, "grid-blocks",
+      llvm::cl::desc("Most blocks per launch; a grid-stride loop covers the "
+                     "rest, with ape loaded once per thread "
+                     "(kpool-map-to-gpu)"),
+      llvm::cl::init(1024)};
+  PassOptions::Option<int64_t> minBlocksPerSM{
+      *this, "min-blocks-per-sm",
+      llvm::cl::desc("Occupancy hint for ptxas (nvvm.minctasm, PTX "
+                     ".minnctapersm); 0 gives none"),
+      llvm::cl::init(0)};
 };
 
 /// Bufferizes, lowers kpool to linalg, maps each op's parallel loop to a

@@ -34,7 +34,11 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MathExtras.h"
+
+#include <cmath>
 
 namespace mlir::kpool {
 #define GEN_PASS_DEF_KPOOLMAPTOGPUPASS
@@ -92,6 +96,99 @@ static int64_t accessAlignment(MemRefType type, int64_t width) {
   return std::min(width * elementBytes(type.getElementType()), kMaxAccessBytes);
 }
 
+/// Whether `v` is defined inside `region` (or a region nested in it).
+static bool definedIn(Value v, Region &region) {
+  return region.isAncestor(v.getParentRegion());
+}
+
+/// Collects in `roots` the kernel-level memrefs (defined outside `region`)
+/// that `view` may be a view of, through subviews, casts and selects, and
+/// returns true when every step keeps the alignment of a row start: unit
+/// strides and an innermost offset that is a static multiple of
+/// `alignElems` on the kept innermost dimension. Then `view` is aligned to
+/// `alignElems` elements whenever each root starts aligned and every stride
+/// of the root but the innermost is a multiple of `alignElems`.
+static bool traceAlignedRoots(Value view, Region &region, int64_t alignElems,
+                              SmallVectorImpl<Value> &roots, int depth = 0) {
+  if (depth > 16)
+    return false;
+  if (!definedIn(view, region)) {
+    roots.push_back(view);
+    return true;
+  }
+  Operation *def = view.getDefiningOp();
+  if (auto cast = dyn_cast_or_null<memref::CastOp>(def))
+    return traceAlignedRoots(cast.getSource(), region, alignElems, roots,
+                             depth + 1);
+  if (auto select = dyn_cast_or_null<arith::SelectOp>(def))
+    return traceAlignedRoots(select.getTrueValue(), region, alignElems, roots,
+                             depth + 1) &&
+           traceAlignedRoots(select.getFalseValue(), region, alignElems,
+                             roots, depth + 1);
+  auto sub = dyn_cast_or_null<memref::SubViewOp>(def);
+  if (!sub)
+    return false;
+  auto srcType = cast<MemRefType>(sub.getSource().getType());
+  int64_t last = srcType.getRank() - 1;
+  if (last < 0 || sub.getDroppedDims().test(last))
+    return false;
+  if (!llvm::all_of(sub.getStaticStrides(),
+                    [](int64_t s) { return s == 1; }))
+    return false;
+  int64_t innerOffset = sub.getStaticOffsets().back();
+  if (ShapedType::isDynamic(innerOffset) || innerOffset % alignElems != 0)
+    return false;
+  return traceAlignedRoots(sub.getSource(), region, alignElems, roots,
+                           depth + 1);
+}
+
+/// The memrefs defined outside `region` that `view` may be a view of
+/// (through subviews, casts and selects); false when it cannot tell.
+static bool collectRoots(Value view, Region &region,
+                         SmallVectorImpl<Value> &roots, int depth = 0) {
+  if (depth > 16)
+    return false;
+  if (!definedIn(view, region)) {
+    roots.push_back(view);
+    return true;
+  }
+  Operation *def = view.getDefiningOp();
+  if (auto sub = dyn_cast_or_null<memref::SubViewOp>(def))
+    return collectRoots(sub.getSource(), region, roots, depth + 1);
+  if (auto cast = dyn_cast_or_null<memref::CastOp>(def))
+    return collectRoots(cast.getSource(), region, roots, depth + 1);
+  if (auto select = dyn_cast_or_null<arith::SelectOp>(def))
+    return collectRoots(select.getTrueValue(), region, roots, depth + 1) &&
+           collectRoots(select.getFalseValue(), region, roots, depth + 1);
+  return false;
+}
+
+void kpool::applyGPUFastMath(Region &region) {
+  SmallVector<math::ExpOp> exps;
+  region.walk([&](math::ExpOp exp) { exps.push_back(exp); });
+  for (math::ExpOp exp : exps) {
+    Type type = exp.getType();
+    if (!getElementTypeOrSelf(type).isF32())
+      continue;
+    OpBuilder b(exp);
+    Location loc = exp.getLoc();
+    // f32(log2 e) = 0x3FB8AA3B. exp(x) = exp2(x * log2 e): for the pooling
+    // function's x = z - M <= 0 the product's rounding costs at most
+    // |x| * 2^-24 in the exponent (see docs/gpu.md).
+    TypedAttr log2e = b.getF32FloatAttr(static_cast<float>(M_LOG2E));
+    if (auto vec = dyn_cast<VectorType>(type))
+      log2e = DenseElementsAttr::get(vec, log2e);
+    Value scale = arith::ConstantOp::create(b, loc, type, log2e);
+    Value x = arith::MulFOp::create(b, loc, exp.getOperand(), scale);
+    exp.replaceAllUsesWith(math::Exp2Op::create(b, loc, x).getResult());
+    exp.erase();
+  }
+  region.walk([&](arith::DivFOp div) {
+    if (getElementTypeOrSelf(div.getType()).isF32())
+      div.setFastmath(arith::FastMathFlags::afn);
+  });
+}
+
 namespace {
 
 /// Maps kernel loops with one set of options.
@@ -99,7 +196,8 @@ class KernelLoopMapper {
 public:
   explicit KernelLoopMapper(const KernelLoopMappingOptions &options)
       : vectorBytes(options.vectorBytes), blockSize(options.blockSize),
-        maxThreadsPerRow(options.maxThreadsPerRow) {}
+        maxThreadsPerRow(options.maxThreadsPerRow),
+        gridBlocks(options.gridBlocks), fastMath(options.fastMath) {}
 
   /// Channels per thread and step for `op`: the widest power of two whose
   /// bytes fit `vectorBytes` and that divides the channel count, or 1 when a
@@ -161,7 +259,8 @@ public:
   /// Vector channel loop: `for c = lane*V; c < D; c += lanes*V`, each step a
   /// V-wide vector load per input view and a vector store.
   LogicalResult emitVectorLoop(IRRewriter &rewriter, linalg::LinalgOp op,
-                               Value lane, int64_t lanes, int64_t width) {
+                               Value lane, int64_t lanes, int64_t width,
+                               const DenseMap<Value, Value> &preloadable) {
     Location loc = op.getLoc();
     int64_t channels = op.getStaticLoopRanges().front();
     Value vec = arith::ConstantIndexOp::create(rewriter, loc, width);
@@ -173,6 +272,7 @@ public:
     rewriter.setInsertionPoint(loop.getBody()->getTerminator());
     Value c = loop.getInductionVar();
     IRMapping mapping;
+    DenseMap<Value, Value> viewOfTile;
     for (Value v : viewsOf(op)) {
       auto type = cast<MemRefType>(v.getType());
       SmallVector<OpFoldResult> offsets = {c},
@@ -184,6 +284,7 @@ public:
           memref::SubViewOp::create(rewriter, loc, cast<MemRefType>(tileType),
                                     v, offsets, sizes, strides);
       mapping.map(v, tile);
+      viewOfTile[tile] = v;
     }
     Operation *tiled = rewriter.clone(*op, mapping);
     rewriter.setInsertionPoint(tiled);
@@ -219,7 +320,192 @@ public:
     if (walk.wasInterrupted())
       return op.emitOpError("a channel transfer did not become a vector load "
                             "or store");
+
+    // Exactly one step per lane (lanes * V == D): no loop.
+    if (lanes * width != channels)
+      return success();
+    SmallVector<vector::LoadOp> loads;
+    loop.walk([&](vector::LoadOp load) { loads.push_back(load); });
+    rewriter.eraseOp(loop.getBody()->getTerminator());
+    rewriter.inlineBlockBefore(loop.getBody(), loop, ValueRange{lb});
+    rewriter.eraseOp(loop);
+
+    // Loads of row-invariant views (`ape`) are issued once per thread,
+    // before the loop over rows, and kept in registers.
+    for (vector::LoadOp load : loads) {
+      Value view = viewOfTile.lookup(load.getBase());
+      Value cond = view ? preloadable.lookup(view) : Value();
+      if (!cond)
+        continue;
+      if (Value hoisted = preloadVector(rewriter, load, view, width, cond)) {
+        rewriter.replaceOp(load, hoisted);
+      }
+    }
     return success();
+  }
+
+  /// Clones the chain of static subviews and casts that makes `v` from a
+  /// kernel operand at the current insertion point; null when `v` is not
+  /// such a chain (or a static subview might leave its source). `key`
+  /// describes the chain.
+  Value cloneStaticView(IRRewriter &rewriter, Value v, IRMapping &mapping,
+                        std::string &key, int depth = 0) {
+    Region &body = launch.getBody();
+    if (!definedIn(v, body)) {
+      auto type = dyn_cast<MemRefType>(v.getType());
+      if (!type || !type.hasStaticShape())
+        return Value();
+      if (!writesUnknown && llvm::is_contained(writtenRoots, v))
+        return Value();
+      if (writesUnknown)
+        return Value();
+      key += std::to_string(reinterpret_cast<uintptr_t>(v.getAsOpaquePointer()));
+      return v;
+    }
+    if (depth > 16)
+      return Value();
+    Operation *def = v.getDefiningOp();
+    Value source;
+    if (auto sub = dyn_cast_or_null<memref::SubViewOp>(def)) {
+      if (!sub.getOffsets().empty() || !sub.getSizes().empty() ||
+          !sub.getStrides().empty())
+        return Value();
+      auto srcType = cast<MemRefType>(sub.getSource().getType());
+      if (!srcType.hasStaticShape())
+        return Value();
+      for (auto [off, size, dim] :
+           llvm::zip(sub.getStaticOffsets(), sub.getStaticSizes(),
+                     srcType.getShape()))
+        if (off < 0 || size < 0 || off + size > dim)
+          return Value();
+      source = sub.getSource();
+    } else if (auto cast = dyn_cast_or_null<memref::CastOp>(def)) {
+      source = cast.getSource();
+    } else {
+      return Value();
+    }
+    Value src = cloneStaticView(rewriter, source, mapping, key, depth + 1);
+    if (!src)
+      return Value();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << def->getName() << def->getAttrDictionary() << v.getType();
+    key += "|" + text;
+    mapping.map(source, src);
+    return rewriter.clone(*def, mapping)->getResult(0);
+  }
+
+  /// `load` (of the `width`-channel tile of row-invariant `view` at
+  /// `lane * width`) issued in the launch's prefix under `cond` (its
+  /// operand's host-side alignment check), or null.
+  Value preloadVector(IRRewriter &rewriter, vector::LoadOp load, Value view,
+                      int64_t width, Value cond) {
+    if (!llvm::all_of(load.getIndices(), [](Value i) {
+          return matchPattern(i, m_Constant());
+        }))
+      return Value();
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(prefixPoint);
+    Location loc = load.getLoc();
+    IRMapping mapping;
+    std::string key;
+    Value base = cloneStaticView(rewriter, view, mapping, key);
+    if (!base)
+      return Value();
+    SmallVector<int64_t> idx;
+    for (Value i : load.getIndices())
+      idx.push_back(getConstantIntValue(i).value_or(0));
+    key += "|w" + std::to_string(width);
+    for (int64_t i : idx)
+      key += "," + std::to_string(i);
+    if (Value cached = preloads.lookup(key))
+      return cached;
+    Value c = arith::MulIOp::create(
+        rewriter, loc, prefixLane,
+        arith::ConstantIndexOp::create(rewriter, loc, width));
+    auto type = cast<MemRefType>(base.getType());
+    SmallVector<OpFoldResult> offsets = {c},
+                              sizes = {rewriter.getIndexAttr(width)},
+                              strides = {rewriter.getIndexAttr(1)};
+    auto tileType = cast<MemRefType>(
+        memref::SubViewOp::inferResultType(type, offsets, sizes, strides));
+    if (tileType != load.getMemRefType())
+      return Value();
+    Value tile = memref::SubViewOp::create(rewriter, loc, tileType, base,
+                                           offsets, sizes, strides);
+    VectorType vecType = load.getVectorType();
+    auto ifOp = scf::IfOp::create(
+        rewriter, loc, cond,
+        [&](OpBuilder &b, Location l) {
+          SmallVector<Value> indices;
+          for (int64_t i : idx)
+            indices.push_back(arith::ConstantIndexOp::create(b, l, i));
+          auto hoisted = vector::LoadOp::create(b, l, vecType, tile, indices);
+          if (auto align = load.getAlignment())
+            hoisted.setAlignment(*align);
+          scf::YieldOp::create(b, l, hoisted.getResult());
+        },
+        [&](OpBuilder &b, Location l) {
+          // Never used: the vector path runs only when `cond` holds.
+          Value zero = arith::ConstantOp::create(b, l, b.getZeroAttr(vecType));
+          scf::YieldOp::create(b, l, zero);
+        });
+    preloads[key] = ifOp.getResult(0);
+    return ifOp.getResult(0);
+  }
+
+  /// i1 on the host (before the launch): `root`, a kernel operand, starts
+  /// aligned to `align` bytes and each of its strides but the innermost
+  /// (which must be statically 1) is a multiple of `align` bytes, so that
+  /// every row view of it is aligned. Null when that cannot hold.
+  Value rootAligned(IRRewriter &rewriter, Value root, int64_t align) {
+    auto key = std::make_pair(root, align);
+    if (auto it = rootChecks.find(key); it != rootChecks.end())
+      return it->second;
+    Value result;
+    auto type = dyn_cast<MemRefType>(root.getType());
+    if (type && type.getRank() >= 1) {
+      auto [strides, offset] = type.getStridesAndOffset();
+      (void)offset;
+      int64_t bytes = elementBytes(type.getElementType());
+      bool possible = strides.back() == 1;
+      for (int64_t d = 0; possible && d + 1 < type.getRank(); ++d)
+        if (!ShapedType::isDynamic(strides[d]) && (strides[d] * bytes) % align)
+          possible = false;
+      if (possible) {
+        OpBuilder::InsertionGuard guard(rewriter);
+        rewriter.setInsertionPoint(hostPoint);
+        Location loc = root.getLoc();
+        Value ok = isAligned(rewriter, loc, root, align);
+        auto meta = memref::ExtractStridedMetadataOp::create(rewriter, loc, root);
+        for (int64_t d = 0; d + 1 < type.getRank(); ++d) {
+          if (!ShapedType::isDynamic(strides[d]))
+            continue;
+          Value sb = arith::MulIOp::create(
+              rewriter, loc, meta.getStrides()[d],
+              arith::ConstantIndexOp::create(rewriter, loc, bytes));
+          Value low = arith::AndIOp::create(
+              rewriter, loc, sb,
+              arith::ConstantIndexOp::create(rewriter, loc, align - 1));
+          Value zero = arith::CmpIOp::create(
+              rewriter, loc, arith::CmpIPredicate::eq, low,
+              arith::ConstantIndexOp::create(rewriter, loc, 0));
+          ok = arith::AndIOp::create(rewriter, loc, ok, zero);
+        }
+        result = ok;
+      }
+    }
+    rootChecks[key] = result;
+    return result;
+  }
+
+  /// `lhs && rhs` on the host (either may be null).
+  Value hostAnd(IRRewriter &rewriter, Value lhs, Value rhs) {
+    if (!lhs || !rhs)
+      return lhs ? lhs : rhs;
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(hostPoint);
+    return arith::AndIOp::create(rewriter, rhs.getLoc(), lhs, rhs);
   }
 
   /// Replaces channel op `op` by its share of the row for `lane` of `lanes`.
@@ -236,20 +522,52 @@ public:
     }
     // Vector accesses need every view of this row aligned to its access
     // width; views into padded or offset buffers fall back to scalars.
-    Value aligned;
+    // Where a view is a row of a kernel operand, the check is made once, on
+    // the host: the operand starts aligned and its row strides keep it so.
+    // Other views are checked per row.
+    Value hostAligned, rowAligned;
+    DenseMap<Value, Value> preloadable;
+    SmallVector<Value> inputs;
+    for (OpOperand *input : op.getDpsInputOperands())
+      inputs.push_back(input->get());
     for (Value v : viewsOf(op)) {
-      Value ok =
-          isAligned(rewriter, loc, v,
-                    accessAlignment(cast<MemRefType>(v.getType()), width));
-      aligned =
-          aligned
-              ? arith::AndIOp::create(rewriter, loc, aligned, ok).getResult()
-              : ok;
+      auto type = cast<MemRefType>(v.getType());
+      int64_t align = accessAlignment(type, width);
+      int64_t alignElems =
+          std::max<int64_t>(1, align / elementBytes(type.getElementType()));
+      SmallVector<Value> roots;
+      Value ok;
+      if (traceAlignedRoots(v, launch.getBody(), alignElems, roots)) {
+        for (Value root : roots) {
+          Value rootOk = rootAligned(rewriter, root, align);
+          if (!rootOk) {
+            ok = Value();
+            break;
+          }
+          ok = ok ? hostAnd(rewriter, ok, rootOk) : rootOk;
+        }
+      }
+      if (ok) {
+        hostAligned = hostAnd(rewriter, hostAligned, ok);
+        if (roots.size() == 1 && llvm::is_contained(inputs, v))
+          preloadable[v] = ok;
+        continue;
+      }
+      Value rowOk = isAligned(rewriter, loc, v, align);
+      rowAligned = rowAligned ? arith::AndIOp::create(rewriter, loc,
+                                                      rowAligned, rowOk)
+                                    .getResult()
+                              : rowOk;
     }
+    Value aligned =
+        hostAligned && rowAligned
+            ? arith::AndIOp::create(rewriter, loc, hostAligned, rowAligned)
+                  .getResult()
+            : (hostAligned ? hostAligned : rowAligned);
     auto ifOp = scf::IfOp::create(rewriter, loc, aligned,
                                   /*withElseRegion=*/true);
     rewriter.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-    if (failed(emitVectorLoop(rewriter, op, lane, lanes, width)))
+    if (failed(emitVectorLoop(rewriter, op, lane, lanes, width, preloadable)))
       return failure();
     rewriter.setInsertionPoint(ifOp.elseBlock()->getTerminator());
     if (failed(emitScalarLoop(rewriter, op, lane, lanes)))
@@ -281,6 +599,47 @@ public:
     loop.getBody()->walk([&](Operation *op) {
       if (isChannelOp(op))
         channelOps.push_back(cast<linalg::LinalgOp>(op));
+    });
+
+    // The GPU's fast arithmetic, in the pooled rows' bodies before they are
+    // distributed, so that the vector and scalar paths compute alike.
+    // Only pools stored as bf16 or f16: their tolerance (1 ulp of T) absorbs
+    // the approximate instructions with a wide margin; an f32 pool's (a few
+    // f32 ulps) does not, so it keeps the accurate arithmetic.
+    if (fastMath)
+      for (linalg::LinalgOp op : channelOps) {
+        Type out = getElementTypeOrSelf(op.getDpsInits().front().getType());
+        if (isa<linalg::GenericOp>(op.getOperation()) &&
+            (out.isBF16() || out.isF16()))
+          applyGPUFastMath(op->getRegion(0));
+      }
+
+    // What the body writes: row-invariant loads are hoisted only from
+    // operands it does not write.
+    writtenRoots.clear();
+    writesUnknown = false;
+    loop.getBody()->walk([&](Operation *op) {
+      SmallVector<Value> written;
+      if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+        for (Value init : linalgOp.getDpsInits())
+          written.push_back(init);
+      } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
+        written.push_back(store.getMemRef());
+      } else if (auto store = dyn_cast<vector::StoreOp>(op)) {
+        written.push_back(store.getBase());
+      } else if (mayWrite(op)) {
+        for (Value v : op->getOperands())
+          if (isa<MemRefType>(v.getType()))
+            written.push_back(v);
+        if (op->getNumOperands() == 0)
+          writesUnknown = true;
+      }
+      for (Value v : written) {
+        SmallVector<Value> roots;
+        if (!collectRoots(v, loop.getRegion(), roots))
+          writesUnknown = true;
+        llvm::append_range(writtenRoots, roots);
+      }
     });
 
     // Lanes per row: enough for one access per lane over the widest row,
@@ -315,7 +674,12 @@ public:
           rowsPerBlock);
     Value rowsV = arith::ConstantIndexOp::create(rewriter, loc, rowsPerBlock);
     Value lanesV = arith::ConstantIndexOp::create(rewriter, loc, lanes);
-    Value blocks = arith::CeilDivUIOp::create(rewriter, loc, trips, rowsV);
+    // At most grid-blocks blocks; a grid-stride loop covers the rest. The
+    // geometry depends on the shapes only.
+    Value blocks = arith::MinUIOp::create(
+        rewriter, loc, arith::CeilDivUIOp::create(rewriter, loc, trips, rowsV),
+        arith::ConstantIndexOp::create(rewriter, loc,
+                                       std::max<int64_t>(gridBlocks, 1)));
 
     // CUDA rejects an empty grid: an empty iteration space launches nothing.
     auto some = scf::IfOp::create(
@@ -324,8 +688,11 @@ public:
                               zero),
         /*withElseRegion=*/false);
     rewriter.setInsertionPoint(some.thenBlock()->getTerminator());
-    auto launch = gpu::LaunchOp::create(rewriter, loc, blocks, one, one, lanesV,
-                                        rowsV, one);
+    launch = gpu::LaunchOp::create(rewriter, loc, blocks, one, one, lanesV,
+                                   rowsV, one);
+    hostPoint = some;
+    rootChecks.clear();
+    preloads.clear();
     // Outlining names the kernel after the function and the loop's tag
     // (serving_step_kpool_compress, ...), spelled as a PTX identifier: a
     // function name may hold characters PTX rejects (`@a.b`, `@"x y"`), and
@@ -342,23 +709,26 @@ public:
     gpu::TerminatorOp::create(rewriter, loc);
     rewriter.setInsertionPointToStart(&body);
     Value lane = launch.getThreadIds().x;
-    Value index = arith::AddIOp::create(
+    prefixLane = lane;
+    // Row group `blockIdx.x * rows + threadIdx.y`, then every
+    // `gridDim.x * rows` rows after it (a grid-stride loop).
+    Value first = arith::AddIOp::create(
         rewriter, loc,
         arith::MulIOp::create(rewriter, loc, launch.getBlockIds().x, rowsV),
         launch.getThreadIds().y);
-    auto inRange = scf::IfOp::create(
-        rewriter, loc,
-        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult, index,
-                              trips),
-        /*withElseRegion=*/false);
-    rewriter.setInsertionPoint(inRange.thenBlock()->getTerminator());
+    Value stride =
+        arith::MulIOp::create(rewriter, loc, launch.getGridSize().x, rowsV);
+    auto rowLoop = scf::ForOp::create(rewriter, loc, first, trips, stride);
+    prefixPoint = rowLoop;
+    rewriter.setInsertionPoint(rowLoop.getBody()->getTerminator());
+    Value index = rowLoop.getInductionVar();
     Value iv = arith::AddIOp::create(
         rewriter, loc, lb, arith::MulIOp::create(rewriter, loc, index, step));
 
     // Move the loop body (all but its scf.reduce) into the launch.
     Block *loopBody = loop.getBody();
     loopBody->getArgument(0).replaceAllUsesWith(iv);
-    Block *dest = inRange.thenBlock();
+    Block *dest = rowLoop.getBody();
     dest->getOperations().splice(dest->getTerminator()->getIterator(),
                                  loopBody->getOperations(), loopBody->begin(),
                                  loopBody->getTerminator()->getIterator());
@@ -397,7 +767,26 @@ public:
   }
 
 private:
-  int64_t vectorBytes, blockSize, maxThreadsPerRow;
+  int64_t vectorBytes, blockSize, maxThreadsPerRow, gridBlocks;
+  bool fastMath;
+
+  // State of the launch being built (mapLoop).
+  /// The launch; values defined outside its body are kernel-invariant.
+  gpu::LaunchOp launch;
+  /// Host-side point before the launch, where kernel-invariant checks go.
+  Operation *hostPoint = nullptr;
+  /// Point in the launch body before the loop over rows, where per-thread
+  /// row-invariant values (preloaded `ape`) go.
+  Operation *prefixPoint = nullptr;
+  /// `lane` as seen from the prefix.
+  Value prefixLane;
+  /// Host-side alignment checks of kernel operands, by (root, bytes).
+  DenseMap<std::pair<Value, int64_t>, Value> rootChecks;
+  /// Roots of every memref the loop body writes (or null: unknown).
+  SmallVector<Value> writtenRoots;
+  bool writesUnknown = false;
+  /// Preloaded row-invariant vectors, by a key of their view chain.
+  llvm::StringMap<Value> preloads;
 };
 
 } // namespace
@@ -415,6 +804,10 @@ kpool::verifyKernelLoopMappingOptions(Location loc,
     return emitError(loc) << "kpool-map-to-gpu: block-size must be in [1, "
                              "1024], got "
                           << options.blockSize;
+  if (options.gridBlocks < 1 || options.gridBlocks > (int64_t(1) << 31) - 1)
+    return emitError(loc) << "kpool-map-to-gpu: grid-blocks must be in [1, "
+                             "2^31 - 1], got "
+                          << options.gridBlocks;
   return success();
 }
 
@@ -476,6 +869,10 @@ struct KPoolMapToGPUPass
     options.vectorBytes = vectorBytes;
     options.blockSize = blockSize;
     options.maxThreadsPerRow = maxThreadsPerRow;
+    options.gridBlocks = gridBlocks;
+    // approximate-exp asks for the CPU path's arithmetic: polynomial exp and
+    // an IEEE division.
+    options.fastMath = fastMath && !approximateExp;
     if (failed(verifyKernelLoopMappingOptions(func.getLoc(), options)))
       return signalPassFailure();
 

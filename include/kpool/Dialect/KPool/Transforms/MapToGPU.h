@@ -29,7 +29,22 @@ struct KernelLoopMappingOptions {
   int64_t blockSize = 256;
   /// Most threads that share one row's channels.
   int64_t maxThreadsPerRow = 32;
+  /// Most blocks per launch: row groups past them are done by a grid-stride
+  /// loop, so that a thread keeps what does not depend on the row (`ape`)
+  /// in registers across rows. At least 1.
+  int64_t gridBlocks = 1024;
+  /// The GPU's fast arithmetic in the pooling function: `exp(x)` as
+  /// `exp2(x * log2(e))` (`ex2.approx.f32` on NVVM) and the final division
+  /// with `afn` (`div.approx.f32`), for pooled rows stored as bf16 or f16
+  /// (f32 rows keep the accurate arithmetic). Every kernel gets the same
+  /// rewrite, so pools stay bit-identical across ops on one backend. See
+  /// docs/gpu.md.
+  bool fastMath = true;
 };
+
+/// Rewrites the pooling arithmetic in `region` (the body of a pooled-row
+/// generic) to the fast GPU form of `KernelLoopMappingOptions::fastMath`.
+void applyGPUFastMath(Region &region);
 
 /// Checks `options`; on failure emits an error at `loc` naming the option.
 LogicalResult verifyKernelLoopMappingOptions(

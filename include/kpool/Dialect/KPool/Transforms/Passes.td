@@ -115,7 +115,16 @@ def KPoolMapToGPUPass : Pass<"kpool-map-to-gpu", "::mlir::func::FuncOp"> {
     Option<"approximateExp", "approximate-exp", "bool", /*default=*/"false",
            "rewrite math.exp in the kernels with MLIR's polynomial "
            "approximation (what kpool-vectorize-pool-rows does on the CPU) "
-           "instead of leaving it to libdevice's __nv_expf">,
+           "instead of leaving it to libdevice's __nv_expf; the CPU path's "
+           "arithmetic, so it turns fast-math off">,
+    Option<"fastMath", "fast-math", "bool", /*default=*/"true",
+           "the GPU's fast arithmetic in the pooling function: exp(x) as "
+           "exp2(x * log2 e) (ex2.approx.f32) and the division with afn "
+           "(div.approx.f32), within the contract's tolerance (docs/gpu.md); "
+           "false keeps libdevice's accurate __nv_expf and div.rn.f32">,
+    Option<"gridBlocks", "grid-blocks", "int64_t", /*default=*/"1024",
+           "most blocks per launch; a grid-stride loop covers the rows past "
+           "them, with row-invariant loads (ape) issued once per thread">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -125,6 +134,39 @@ def KPoolMapToGPUPass : Pass<"kpool-map-to-gpu", "::mlir::func::FuncOp"> {
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
   ];
+}
+
+def KPoolGPUKernelAttrsPass
+    : Pass<"kpool-gpu-kernel-attrs", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Mark the read-only operands of outlined kpool kernels";
+  let description = [{
+    Runs on the outlined kernels (`gpu.func ... kernel`) of a GPU module.
+    A memref argument that the kernel only reads (loads, descriptor
+    queries, views of it that are only read) gets `llvm.readonly`, which
+    the NVVM lowering copies to its pointers; `kpool-nvvm-readonly-noalias`
+    then adds `noalias` to them, so that the NVPTX backend loads them with
+    `ld.global.nc` (the read-only data path). With `min-blocks-per-sm`,
+    every kernel also gets `nvvm.minctasm` (PTX `.minnctapersm`), an
+    occupancy hint that lets ptxas schedule the member loads up front.
+  }];
+  let options = [
+    Option<"minBlocksPerSM", "min-blocks-per-sm", "int64_t", /*default=*/"0",
+           "blocks per multiprocessor that ptxas must allow for "
+           "(nvvm.minctasm); 0 gives no hint">,
+  ];
+}
+
+def KPoolNVVMReadOnlyNoAliasPass
+    : Pass<"kpool-nvvm-readonly-noalias", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "noalias on the read-only pointers of lowered kpool kernels";
+  let description = [{
+    Runs after `convert-gpu-to-nvvm`: every pointer argument of an
+    `nvvm.kernel` function that carries `llvm.readonly` (from
+    `kpool-gpu-kernel-attrs`) also gets `llvm.noalias`. The upstream lowering
+    cannot copy `noalias` to the pointers of a memref descriptor. This states
+    the kernels' contract that no operand they write overlaps an operand
+    they only read; the read-only operands may overlap each other.
+  }];
 }
 
 #endif // KPOOL_DIALECT_KPOOL_TRANSFORMS_PASSES_TD
