@@ -19,8 +19,9 @@
 //   - the per-call floor: a stream created, synchronized and destroyed with
 //     no work, and compress of one pool;
 //   - a decode step (ring_close + pool_offsets + compress + seed_tail, one
-//     token per request) at batch 1, 32 and 256, with and without host-side
-//     validation of the device-resident metadata.
+//     token per request) at batch 1, 32, 256 and 1024, with and without the
+//     shape checks, against the fused step (kpool.step: one launch), whose
+//     outputs are first checked bit for bit against the four calls'.
 //
 //   kpool-bench-gpu [tokens (default 1048576)] [requests (default 64)]
 //
@@ -222,8 +223,9 @@ int main(int argc, char **argv) {
   // Decode steps: one token per request.
   //===--------------------------------------------------------------------===//
   std::printf("decode step (ring_close + pool_offsets + compress + seed_tail, "
-              "1 token per request, metadata already on the device):\n");
-  for (int64_t B : {1, 32, 256}) {
+              "1 token per request, metadata already on the device), and the "
+              "fused kpool.step:\n");
+  for (int64_t B : {1, 32, 256, 1024}) {
     std::vector<uint32_t> iro(B + 1), cache(B), slots(B);
     for (int64_t b = 0; b <= B; ++b)
       iro[b] = uint32_t(b);
@@ -253,14 +255,55 @@ int main(int argc, char **argv) {
       die(kernels.seedTail(ringV, kV, gV, iroV, cacheV, slotV, int32_t(B), v));
       mgpuStreamSynchronize(nullptr);
     };
+    // The fused step on its own ring copy and outputs: pooled rows are a
+    // capacity (floor(B / kpool) + B for one token per request).
+    auto fRingD = toDevice(ring);
+    const int64_t capacity = B / K + B;
+    cuda::DeviceBuffer fProD((B + 1) * 4), fClosedD(B * 4),
+        fClosedRowsD(B * D * es), fPooledD(capacity * D * es);
+    View fRingV = view(*fRingD, {B, 2, K, D}), fProV = view(fProD, {B + 1}),
+         fClosedV = view(fClosedD, {B}),
+         fClosedRowsV = view(fClosedRowsD, {B, D}),
+         fPooledV = view(fPooledD, {capacity, D});
+    auto fused = [&] {
+      die(kernels.step(fClosedRowsV, fClosedV, fProV, fPooledV, fRingV, kV, gV,
+                       apeV, iroV, cacheV, slotV, int32_t(B),
+                       Validation::Trust));
+      mgpuStreamSynchronize(nullptr);
+    };
+    // One call each from the same ring: the outputs agree bit for bit.
+    step(Validation::Trust);
+    fused();
+    {
+      std::vector<uint8_t> a(B * D * es), b(B * D * es);
+      std::vector<uint32_t> pa(B + 1), pb(B + 1);
+      cuda::copy(a.data(), closedRowsD.data(), a.size());
+      cuda::copy(b.data(), fClosedRowsD.data(), b.size());
+      cuda::copy(pa.data(), proD.data(), pa.size() * 4);
+      cuda::copy(pb.data(), fProD.data(), pb.size() * 4);
+      bool same = a == b && pa == pb;
+      std::vector<uint8_t> pooledA(pa[B] * D * es), pooledB(pa[B] * D * es);
+      if (same && pa[B] > 0) {
+        cuda::copy(pooledA.data(), pooledD.data(), pooledA.size());
+        cuda::copy(pooledB.data(), fPooledD.data(), pooledB.size());
+        same = pooledA == pooledB;
+      }
+      if (!same) {
+        std::fprintf(stderr, "kpool-bench-gpu: batch %lld: the fused step "
+                             "differs from the four calls\n",
+                     (long long)B);
+        return 1;
+      }
+    }
     // A GPU call never validates device-resident metadata (that would be a
     // host round trip): Auto checks shapes only.
-    auto t = measure(
-        {[&] { step(Validation::Trust); }, [&] { step(Validation::Auto); }},
-        /*rounds=*/9, /*reps=*/50);
-    std::printf("  batch %3lld: %8.2f us per step, Trust; %8.2f us "
-                "Auto (shapes checked)\n",
-                (long long)B, t[0] * 1e6, t[1] * 1e6);
+    auto t = measure({[&] { step(Validation::Trust); },
+                      [&] { step(Validation::Auto); }, fused},
+                     /*rounds=*/9, /*reps=*/50);
+    std::printf("  batch %4lld: %8.2f us per step, Trust; %8.2f us "
+                "Auto (shapes checked); fused kpool.step %8.2f us (one "
+                "launch, same bits)\n",
+                (long long)B, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6);
   }
   return 0;
 }
