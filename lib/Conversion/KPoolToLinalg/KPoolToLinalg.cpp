@@ -448,27 +448,40 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
     Value start;  ///< the request's first row in `k` (i64)
   };
 
-  void lower(RingCloseOp op, OpAdaptor adaptor, OpBuilder &b) const override {
-    int64_t D = op.getHeadDim();
-    Emitter e = emitterFor(op, b, D);
+  /// The operands of ring_close (or of kpool.step's ring_close part, whose
+  /// rows are `closed`), metadata as signless memrefs.
+  template <typename Adaptor>
+  static Operands operandsOf(Emitter &e, Adaptor adaptor, Value pooled) {
     Operands o;
     o.tail = adaptor.getTail();
     o.k = adaptor.getK();
     o.gate = adaptor.getGate();
     o.ape = adaptor.getApe();
-    o.pooled = adaptor.getPooled();
+    o.pooled = pooled;
     o.closed = adaptor.getClosedPool();
     o.iro = e.signless(adaptor.getInputRowOffsets());
     o.cache = e.signless(adaptor.getCacheLengths());
     o.slots = e.signless(adaptor.getSlotIdx());
-    Value shapesOk = e.ringShapesMatch({{o.k, 1, D},
-                                        {o.gate, 1, D},
-                                        {o.ape, 0, e.kpool},
-                                        {o.ape, 1, D},
-                                        {o.tail, 1, 2},
-                                        {o.tail, 3, D},
-                                        {o.pooled, 1, D}},
-                                       o.tail);
+    return o;
+  }
+
+  /// The runtime shape guard of ring_close's operands.
+  static Value shapesMatch(Emitter &e, const Operands &o) {
+    int64_t D = e.headDim;
+    return e.ringShapesMatch({{o.k, 1, D},
+                              {o.gate, 1, D},
+                              {o.ape, 0, e.kpool},
+                              {o.ape, 1, D},
+                              {o.tail, 1, 2},
+                              {o.tail, 3, D},
+                              {o.pooled, 1, D}},
+                             o.tail);
+  }
+
+  void lower(RingCloseOp op, OpAdaptor adaptor, OpBuilder &b) const override {
+    Emitter e = emitterFor(op, b, op.getHeadDim());
+    Operands o = operandsOf(e, adaptor, adaptor.getPooled());
+    Value shapesOk = shapesMatch(e, o);
     Value numRequests = adaptor.getNumRequests();
     e.ifThenOtherwise(
         shapesOk,
@@ -761,28 +774,13 @@ struct StepLowering : public KPoolLowering<StepOp> {
   void lower(StepOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
-    RingCloseLowering::Operands o;
-    o.tail = adaptor.getTail();
-    o.k = adaptor.getK();
-    o.gate = adaptor.getGate();
-    o.ape = adaptor.getApe();
-    o.pooled = adaptor.getClosed();
-    o.closed = adaptor.getClosedPool();
-    o.iro = e.signless(adaptor.getInputRowOffsets());
-    o.cache = e.signless(adaptor.getCacheLengths());
-    o.slots = e.signless(adaptor.getSlotIdx());
+    RingCloseLowering::Operands o =
+        RingCloseLowering::operandsOf(e, adaptor, adaptor.getClosed());
     Value pro = e.signless(adaptor.getPoolRowOffsets());
     Value pooled = adaptor.getPooled();
     // The extent checks of each op, on its own operands.
     Checks checks;
-    checks.ringClose = e.ringShapesMatch({{o.k, 1, D},
-                                          {o.gate, 1, D},
-                                          {o.ape, 0, e.kpool},
-                                          {o.ape, 1, D},
-                                          {o.tail, 1, 2},
-                                          {o.tail, 3, D},
-                                          {o.pooled, 1, D}},
-                                         o.tail);
+    checks.ringClose = RingCloseLowering::shapesMatch(e, o);
     checks.seedTail = e.ringShapesMatch(
         {{o.k, 1, D}, {o.gate, 1, D}, {o.tail, 1, 2}, {o.tail, 3, D}}, o.tail);
     checks.compress = e.extentsMatch({{o.k, 1, D},

@@ -244,6 +244,23 @@ public:
                        {slotIdx, "slot_idx", 0}});
   }
 
+  /// ring_close's outputs: `closed_pool` `[batch]` i32 and the closed rows
+  /// (`name`) `[batch, head_dim]` of the keys' element type. With every
+  /// metadata length dynamic, closed_pool's length fixes the batch.
+  LogicalResult checkClosedOutputs(Value rows, StringRef name, Value closedPool,
+                                   Value k, int64_t batch, int64_t headDim) {
+    if (failed(checkShape(closedPool, "closed_pool", {batch}, "batch")))
+      return failure();
+    if (ShapedType::isDynamic(batch))
+      batch = type(closedPool).getDimSize(0);
+    if (failed(checkElement(closedPool, "closed_pool",
+                            IntegerType::get(op->getContext(), 32), "")) ||
+        failed(checkShape(rows, name, {batch, headDim}, "batch x head_dim")))
+      return failure();
+    return checkElement(rows, name, type(k).getElementType(),
+                        " (the element type of 'k')");
+  }
+
   /// All shaped operands are tensors (value form) or all are memrefs (buffer
   /// form); the value form returns one result per `outs` operand and the
   /// buffer form none.
@@ -396,21 +413,10 @@ LogicalResult RingCloseOp::verify() {
   FailureOr<int64_t> batch = c.checkRingRequests(
       getK(), getGate(), getTail(), getInputRowOffsets(), getCacheLengths(),
       getSlotIdx(), kpool, headDim);
-  if (failed(batch) || failed(c.checkApe(getApe(), kpool, headDim)) ||
-      failed(c.checkShape(getClosedPool(), "closed_pool", {*batch}, "batch")))
+  if (failed(batch) || failed(c.checkApe(getApe(), kpool, headDim)))
     return failure();
-  // With all metadata dynamic, closed_pool's length fixes the batch.
-  if (ShapedType::isDynamic(*batch))
-    batch = c.type(getClosedPool()).getDimSize(0);
-  if (failed(c.checkElement(getClosedPool(), "closed_pool",
-                            IntegerType::get(getContext(), 32), "")) ||
-      failed(c.checkShape(getPooled(), "pooled", {*batch, headDim},
-                          "batch x head_dim")) ||
-      failed(c.checkElement(getPooled(), "pooled",
-                            c.type(getK()).getElementType(),
-                            " (the element type of 'k')")))
-    return failure();
-  return success();
+  return c.checkClosedOutputs(getPooled(), "pooled", getClosedPool(), getK(),
+                              *batch, headDim);
 }
 
 void RingCloseOp::getEffects(
@@ -471,32 +477,22 @@ LogicalResult StepOp::verify() {
       getK(), getGate(), getTail(), getInputRowOffsets(), getCacheLengths(),
       getSlotIdx(), kpool, headDim);
   if (failed(batch) || failed(c.checkApe(getApe(), kpool, headDim)) ||
-      failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
-      failed(c.checkShape(getClosedPool(), "closed_pool", {ShapedType::kDynamic},
-                          "batch")))
+      failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")))
     return failure();
   FailureOr<int64_t> all =
       c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
                     {getInputRowOffsets(), "input_row_offsets", 1},
                     {getSlotIdx(), "slot_idx", 0},
-                    {getPoolRowOffsets(), "pool_row_offsets", 1},
-                    {getClosedPool(), "closed_pool", 0}});
-  if (failed(all))
-    return failure();
-  Type elt = c.type(getK()).getElementType();
-  if (failed(c.checkElement(getClosedPool(), "closed_pool",
-                            IntegerType::get(getContext(), 32), "")) ||
-      failed(c.checkShape(getClosed(), "closed", {*all, headDim},
-                          "batch x head_dim")) ||
-      failed(c.checkElement(getClosed(), "closed", elt,
-                            " (the element type of 'k')")) ||
+                    {getPoolRowOffsets(), "pool_row_offsets", 1}});
+  if (failed(all) ||
+      failed(c.checkClosedOutputs(getClosed(), "closed", getClosedPool(),
+                                  getK(), *all, headDim)) ||
       failed(c.checkShape(getPooled(), "pooled",
                           {ShapedType::kDynamic, headDim},
-                          "pools x head_dim")) ||
-      failed(c.checkElement(getPooled(), "pooled", elt,
-                            " (the element type of 'k')")))
+                          "pools x head_dim")))
     return failure();
-  return success();
+  return c.checkElement(getPooled(), "pooled", c.type(getK()).getElementType(),
+                        " (the element type of 'k')");
 }
 
 void StepOp::getEffects(
