@@ -54,7 +54,11 @@ LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
     pm.addPass(createKPoolFuseStepPass());
   if (options.bufferize)
     buildBufferizationPipeline(pm, options.deallocate);
-  pm.addPass(createConvertKPoolToLinalgPass());
+  // The CPU runs kpool.step's offsets scan as a prologue of its loop (one
+  // O(B) pass); a GPU launch cannot, so kpool-lower-to-nvvm walks.
+  ConvertKPoolToLinalgPassOptions linalgOptions;
+  linalgOptions.stepOffsets = "scan";
+  pm.addPass(createConvertKPoolToLinalgPass(linalgOptions));
   KPoolVectorizePoolRowsPassOptions vectorizeOptions;
   vectorizeOptions.vectorSize = options.vectorSize;
   pm.addPass(createKPoolVectorizePoolRowsPass(vectorizeOptions));

@@ -44,6 +44,15 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
     `kpool.kernel = "kpool_<op>"` (`kpool_<op>_strided` for the copy that
     handles non-unit innermost strides), after which GPU kernels are named.
   }];
+  let options = [
+    Option<"stepOffsets", "step-offsets", "std::string", /*default=*/"\"walk\"",
+           "how kpool.step finds pool offsets inside its one parallel loop: "
+           "'walk' (each offsets entry and pooled row walks the requests' "
+           "pool counts, O(B) each, no prologue: one GPU launch) or 'scan' "
+           "(a sequential scan before the loop, then a binary search per "
+           "pooled row: O(B) once, for the CPU, where that scan is host "
+           "code)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",

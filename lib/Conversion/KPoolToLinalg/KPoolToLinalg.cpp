@@ -716,12 +716,23 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
   void lower(PoolOffsetsOp op, OpAdaptor adaptor,
              OpBuilder &rewriter) const override {
     Emitter e = emitterFor(op, rewriter, /*headDim=*/1);
-    Location loc = op.getLoc();
     Value iro = e.signless(adaptor.getInputRowOffsets());
     Value cache = e.signless(adaptor.getCacheLengths());
     Value out = e.signless(adaptor.getPoolRowOffsets());
     Value batch = e.batchSize({{cache, 0}, {iro, 1}});
     Value length = e.dim(out, 0);
+    // A sequential scan, wrapped in a one-iteration parallel loop so that GPU
+    // mappings run it on the device next to its operands.
+    e.parallelFor(e.idx(1),
+                  [&](Value) { lowerScan(e, iro, cache, out, batch, length); });
+  }
+
+  /// The scan itself: entries `[0, batch]` of `out` (`length` entries) get
+  /// the prefix sums of the pool counts, the rest the total.
+  static void lowerScan(Emitter &e, Value iro, Value cache, Value out,
+                        Value batch, Value length) {
+    OpBuilder &rewriter = e.b;
+    Location loc = e.loc;
     // Without `k` there is no row count to check against: only reversed
     // offsets are caught here (any u32 end is below 2^32).
     Value noRowLimit = e.i64(int64_t(1) << 32);
@@ -732,9 +743,7 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
         memref::StoreOp::create(rewriter, loc, v, out, ValueRange{at});
       });
     };
-    // A sequential scan, wrapped in a one-iteration parallel loop so that GPU
-    // mappings run it on the device next to its operands.
-    e.parallelFor(e.idx(1), [&](Value) {
+    {
       auto loop = scf::ForOp::create(rewriter, loc, e.idx(0), batch, e.idx(1),
                                      ValueRange{e.i64(0)});
       {
@@ -757,7 +766,7 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
       OpBuilder::InsertionGuard guard(rewriter);
       rewriter.setInsertionPoint(rest.getBody()->getTerminator());
       store(loop.getResult(0), rest.getInductionVar());
-    });
+    }
   }
 };
 
@@ -769,7 +778,14 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
 /// its op's extent checks and guards, and the pooling function is the one
 /// of every op, so the results are the four ops' bit for bit.
 struct StepLowering : public KPoolLowering<StepOp> {
-  using KPoolLowering::KPoolLowering;
+  StepLowering(MLIRContext *context, bool scanOffsets)
+      : KPoolLowering(context), scanOffsets(scanOffsets) {}
+
+  /// `step-offsets=scan`: pool offsets by a sequential scan before the
+  /// loop, pooled rows by binary search over them (the CPU's choice: one
+  /// O(B) pass instead of O(B) per item); otherwise every item walks the
+  /// counts inside the one loop (one GPU launch).
+  bool scanOffsets;
 
   void lower(StepOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     int64_t D = op.getHeadDim();
@@ -798,7 +814,8 @@ struct StepLowering : public KPoolLowering<StepOp> {
           version.gate = v[2];
           version.ape = v[3];
           version.pooled = v[4];
-          lowerItems(e, version, pro, v[5], numRequests, checks);
+          lowerItems(e, version, pro, v[5], numRequests, checks,
+                     scanOffsets);
         });
   }
 
@@ -809,7 +826,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
 
   static void lowerItems(Emitter &e, const RingCloseLowering::Operands &o,
                          Value pro, Value pooled, Value numRequests,
-                         const Checks &checks) {
+                         const Checks &checks, bool scan) {
     OpBuilder &b = e.b;
     Location loc = e.loc;
     Emitter::RingBatch batch =
@@ -823,6 +840,23 @@ struct StepLowering : public KPoolLowering<StepOp> {
     // pool_offsets' batch and compress's (which also needs offsets).
     Value offsetsBatch = e.batchSize({{o.cache, 0}, {o.iro, 1}});
     Value compressBatch = e.batchSize({{o.cache, 0}, {o.iro, 1}, {pro, 1}});
+    // With the scan, the offsets are known before the loop: rows at or past
+    // their total (most of a capacity-shaped output) are claimed by no
+    // request and skip the claimant search.
+    Value total;
+    if (scan) {
+      PoolOffsetsLowering::lowerScan(e, o.iro, o.cache, pro, offsetsBatch,
+                                     offsets);
+      auto last = scf::IfOp::create(
+          b, loc, e.cmp(arith::CmpIPredicate::ult, compressBatch, offsets),
+          [&](OpBuilder &, Location) {
+            scf::YieldOp::create(b, loc, e.loadU32(pro, compressBatch));
+          },
+          [&](OpBuilder &, Location) {
+            scf::YieldOp::create(b, loc, e.i64(0));
+          });
+      total = last.getResult(0);
+    }
     e.parallelFor(items, [&](Value i) {
       e.ifThenElse(
           e.cmp(arith::CmpIPredicate::ult, i, batchRows),
@@ -848,6 +882,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
                   SeedTailLowering::lowerRequest(e, o.tail, o.k, o.gate, o.iro,
                                                  o.cache, o.slots, batch, i);
                 });
+            if (!scan)
             e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, offsets), [&] {
               Value end = e.minIndex({i, offsetsBatch});
               Value acc = poolsBefore(e, o.iro, o.cache, end);
@@ -858,8 +893,23 @@ struct StepLowering : public KPoolLowering<StepOp> {
           [&] {
             Value r = arith::SubIOp::create(b, loc, i, batchRows);
             e.ifThen(checks.compress, [&] {
-              lowerPooledRow(e, o, pooled, compressBatch, batch.numRows,
-                             e.toI64(r));
+              if (!scan)
+                return lowerPooledRow(e, o, pooled, compressBatch,
+                                      batch.numRows, e.toI64(r));
+              // compress's row, over the offsets the scan wrote.
+              Value row = e.toI64(r);
+              e.ifThen(e.cmp(arith::CmpIPredicate::ult, row, total), [&] {
+              Value owner = e.findClaimant(pro, o.iro, o.cache, compressBatch,
+                                           row, batch.numRows);
+              e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
+                Value bIdx = e.toIndex(owner);
+                Value next = arith::AddIOp::create(b, loc, bIdx, e.idx(1));
+                CompressLowering::lowerRow(e, o.k, o.gate, o.ape, pooled, o.iro,
+                                           o.cache, batch.numRows, bIdx, row,
+                                           e.loadU32(pro, bIdx),
+                                           e.loadU32(pro, next));
+              });
+              });
             });
           });
     });
@@ -941,7 +991,8 @@ struct StepLowering : public KPoolLowering<StepOp> {
 } // namespace
 
 void mlir::kpool::populateKPoolToLinalgConversionPatterns(
-    RewritePatternSet &patterns) {
+    RewritePatternSet &patterns, bool scanStepOffsets) {
   patterns.add<CompressLowering, RingCloseLowering, SeedTailLowering,
-               PoolOffsetsLowering, StepLowering>(patterns.getContext());
+               PoolOffsetsLowering>(patterns.getContext());
+  patterns.add<StepLowering>(patterns.getContext(), scanStepOffsets);
 }

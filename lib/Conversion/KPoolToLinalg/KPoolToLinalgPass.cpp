@@ -32,6 +32,8 @@ namespace {
 struct ConvertKPoolToLinalgPass
     : public kpool::impl::ConvertKPoolToLinalgPassBase<
           ConvertKPoolToLinalgPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     // The patterns lower the buffer form only. Name the missing step for
     // every op in tensor form, rather than the conversion's generic "failed
@@ -54,8 +56,15 @@ struct ConvertKPoolToLinalgPass
                            scf::SCFDialect>();
     // The signless views of ui32 metadata (MetadataBuilder::signless).
     target.addLegalOp<UnrealizedConversionCastOp>();
+    if (stepOffsets != "walk" && stepOffsets != "scan") {
+      getOperation()->emitError()
+          << "convert-kpool-to-linalg: step-offsets must be 'walk' or "
+             "'scan', got '"
+          << stepOffsets << "'";
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
-    populateKPoolToLinalgConversionPatterns(patterns);
+    populateKPoolToLinalgConversionPatterns(patterns, stepOffsets == "scan");
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       return signalPassFailure();

@@ -10,8 +10,10 @@ namespace kpool {
 /// Adds the conversion patterns that lower the buffer form of the kpool ops
 /// to linalg, scf, memref, arith and math (see `convert-kpool-to-linalg`,
 /// which applies them with `applyPartialConversion`, the kpool dialect
-/// illegal). A kpool op in tensor form matches no pattern.
-void populateKPoolToLinalgConversionPatterns(RewritePatternSet &patterns);
+/// illegal). A kpool op in tensor form matches no pattern. `scanStepOffsets`
+/// selects kpool.step's offsets strategy (the pass's `step-offsets=scan`).
+void populateKPoolToLinalgConversionPatterns(RewritePatternSet &patterns,
+                                             bool scanStepOffsets = false);
 } // namespace kpool
 } // namespace mlir
 
