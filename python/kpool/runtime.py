@@ -45,6 +45,58 @@ _TARGET_CODES = {"cpu": _capi.TARGET_CPU, "cuda": _capi.TARGET_CUDA}
 ProducedPool = collections.namedtuple("ProducedPool", "slot pool from_ring")
 
 
+_DLPACK_CPU = 1  # kDLCPU
+
+
+def _host_array(op, x):
+    """`x` as a numpy array without a copy when it is a host array of
+    another library: anything with ``__dlpack__`` on the DLPack CPU device
+    (numpy, PyTorch CPU tensors, ...). The alias is writable, as the
+    producer's own array is (numpy's ``from_dlpack`` marks it read-only).
+    Device arrays are refused with an error: the Python ops run on host
+    memory. Anything else is returned as it is."""
+    if isinstance(x, np.ndarray) or not (
+            hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__")):
+        return x
+    device = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else None
+    if hasattr(x, "__cuda_array_interface__") or (
+            device is not None and int(device[0]) != _DLPACK_CPU):
+        where = (f"DLPack device {tuple(int(d) for d in device)}"
+                 if device is not None else "device memory "
+                 "(__cuda_array_interface__)")
+        raise KPoolError(f"{op}: an operand of type {type(x).__name__} lives "
+                         f"on {where}; the Python ops take host arrays "
+                         "(numpy or anything exposing __dlpack__ on the CPU)")
+    a = np.from_dlpack(x)
+    if a.flags.writeable or a.size == 0:
+        return a
+    # A writable alias of the same memory, keeping the producer alive.
+    lo = hi = 0
+    for n, st in zip(a.shape, a.strides):
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    start = a.__array_interface__["data"][0] + lo
+    buf = (ctypes.c_char * (hi - lo + a.itemsize)).from_address(start)
+    buf._kpool_owner = x
+    return np.ndarray(a.shape, a.dtype, buffer=buf, offset=-lo,
+                      strides=a.strides)
+
+
+def _host_arrays(fn):
+    """Lets `fn` take host arrays of other libraries (see _host_array)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        op = fn.__name__
+        args = [_host_array(op, a) for a in args]
+        kwargs = {k: _host_array(op, v) for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def _array(op, name, array, rank, dtype=None):
     """Checks that `array` is a numpy array (of `dtype`, when given) with
     `rank` dimensions."""
@@ -252,6 +304,7 @@ class KernelSet:
         _capi.check(self._lib.kpoolKernelSetPrepare(
             self._handle, _stream_handle(stream)))
 
+    @_host_arrays
     def pool_offsets(self, input_row_offsets, cache_lengths, *, out=None,
                      validate=True, stream=None):
         """kpool.pool_offsets: returns ``pool_row_offsets`` ``[B+1]``
@@ -268,6 +321,7 @@ class KernelSet:
                    input_row_offsets=iro, cache_lengths=cache)
         return out
 
+    @_host_arrays
     def compress(self, k, gate, ape, input_row_offsets, pool_row_offsets,
                  cache_lengths, *, out=None, validate=True, stream=None):
         """kpool.compress: returns ``pooled`` (``out``, or a new zero-filled
@@ -290,6 +344,7 @@ class KernelSet:
                    cache_lengths=cache)
         return out
 
+    @_host_arrays
     def seed_tail(self, tail, k, gate, input_row_offsets, cache_lengths,
                   slot_idx, num_requests=None, *, validate=True, stream=None):
         """kpool.seed_tail: updates ``tail`` ``[max_slots, 2, R, head_dim]``
@@ -307,6 +362,7 @@ class KernelSet:
                    slot_idx=slots, num_requests=_i32(op, n))
         return tail
 
+    @_host_arrays
     def ring_close(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
                    slot_idx, num_requests=None, *, pooled=None,
                    closed_pool=None, validate=True, stream=None):
@@ -331,6 +387,7 @@ class KernelSet:
                    num_requests=_i32(op, n))
         return pooled, closed_pool
 
+    @_host_arrays
     def step(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
              slot_idx, num_requests=None, *, pooled=None, validate=True,
              stream=None):
@@ -422,6 +479,7 @@ def _geometry(op, name, array, rank, dim):
     return array.shape[dim]
 
 
+@_host_arrays
 def pool_offsets(input_row_offsets, cache_lengths, kpool, *, out=None,
                  validate=True, **options):
     """kpool.pool_offsets for ``kpool`` tokens per pool; see
@@ -445,6 +503,7 @@ def pool_offsets(input_row_offsets, cache_lengths, kpool, *, out=None,
                                 validate=validate)
 
 
+@_host_arrays
 def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
              *, out=None, validate=True, **options):
     """kpool.compress; the configuration comes from the operands (element
@@ -457,6 +516,7 @@ def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
                             cache_lengths, out=out, validate=validate)
 
 
+@_host_arrays
 def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
               num_requests=None, *, kpool=None, validate=True, **options):
     """kpool.seed_tail; configuration from ``tail`` ``[S, 2, R, D]``. See
@@ -473,6 +533,7 @@ def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
                              slot_idx, num_requests, validate=validate)
 
 
+@_host_arrays
 def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
                num_requests=None, *, pooled=None, closed_pool=None,
                validate=True, **options):

@@ -320,3 +320,48 @@ def test_code_options_give_the_same_bits(rng):
                 default)
     assert_bits(kpool.compress(k, gate, ape, iro, None, cache,
                                vector_size=0), default)
+
+
+class _DLPackOnly:
+    """A host array seen only through the DLPack protocol, as a PyTorch CPU
+    tensor is."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, stream=None):
+        return self._array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_dlpack_host_arrays(rng):
+    """The ops take any host array exposing __dlpack__ without a copy, for
+    inputs and for outputs written in place; device arrays get an error."""
+    iro, cache = batch_metadata(BATCH)
+    k, gate, ape = random_inputs(rng, int(iro[-1]), D, K, "bf16")
+    pro = kpool.pool_offsets(iro, cache, K)
+    expected = kpool.compress(k, gate, ape, iro, pro, cache)
+    out = np.zeros_like(expected)
+    got = kpool.compress(_DLPackOnly(k), _DLPackOnly(gate), _DLPackOnly(ape),
+                         _DLPackOnly(iro), _DLPackOnly(pro),
+                         _DLPackOnly(cache), out=_DLPackOnly(out))
+    assert_bits(out, expected)  # written through the alias, no copy
+    assert_bits(got, expected)
+    tail_k, tail_g, _ = random_inputs(rng, 8 * K, D, K, "bf16")
+    tail = np.stack([tail_k.reshape(8, K, D), tail_g.reshape(8, K, D)], 1)
+    ring = tail.copy()
+    slots = np.array([4, 0, 6, 2, 7, 1], dtype=np.uint32)
+    kpool.seed_tail(_DLPackOnly(ring), k, gate, iro, cache, _DLPackOnly(slots))
+    want = tail.copy()
+    kpool.seed_tail(want, k, gate, iro, cache, slots)
+    assert_bits(ring, want)
+
+    class Device:
+        __cuda_array_interface__ = {"shape": (4, D), "typestr": "<u2",
+                                    "data": (0, False), "version": 3}
+    with pytest.raises(kpool.KPoolError,
+                       match=r"^compress: an operand of type Device lives on "
+                             r"device memory \(__cuda_array_interface__\)"):
+        kpool.compress(Device(), gate, ape, iro, pro, cache)
