@@ -496,11 +496,12 @@ void caseRagged(const KernelSet &kernels) {
 // (b) a chunked schedule against one-shot compression, on the device
 //===----------------------------------------------------------------------===//
 
-void caseSchedule(const KernelSet &kernels) {
+void caseSchedule(const KernelSet &kernels, bool fused) {
   const KernelConfig &config = kernels.config();
   const int64_t chunk = 7, decodeCalls = 6;
   Case c(describe(config) + ": (b) chunked schedule (chunk " +
-         std::to_string(chunk) + ", then decode 3/1 tokens) vs one-shot");
+         std::to_string(chunk) + ", then decode 3/1 tokens" +
+         (fused ? ", each call one fused kpool.step" : "") + ") vs one-shot");
   const std::vector<int64_t> prompts = {37, 130, 5, 66};
   std::vector<int64_t> lengths;
   for (int64_t p : prompts)
@@ -513,6 +514,7 @@ void caseSchedule(const KernelSet &kernels) {
   for (float &a : ape)
     a = apeDist(rng);
   DeviceSchedule schedule(kernels, seqs, 6, ape);
+  schedule.fused = fused;
   Status status;
   int64_t calls = 0;
   for (std::vector<int64_t> counts;
@@ -840,7 +842,8 @@ int main(int argc, char **argv) {
   for (const auto &set : sets) {
     const KernelSet &kernels = *set;
     caseRagged(kernels);
-    caseSchedule(kernels);
+    caseSchedule(kernels, /*fused=*/false);
+    caseSchedule(kernels, /*fused=*/true);
     caseStrided(kernels);
     caseBadMetadata(kernels);
     caseSpeculative(kernels, speculative);

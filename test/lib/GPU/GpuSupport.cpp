@@ -542,18 +542,26 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
   }
   Tensor proHostT(4, {B + 1});
   proHostT.fill(0, bytesOf(proHost));
-  Status s = kernels.checkRingClose(
+  Status s;
+  if (fused)
+    s = kernels.checkStep(closedRows.hostView(), closedT.hostView(),
+                          proT.hostView(), pooledT.hostView(), ring.hostView(),
+                          kT.hostView(), gT.hostView(), apeT.hostView(),
+                          iroT.hostView(), cacheT.hostView(),
+                          slotT.hostView(), int32_t(B));
+  if (!fused)
+    s = kernels.checkRingClose(
       closedRows.hostView(), closedT.hostView(), ring.hostView(),
       kT.hostView(), gT.hostView(), apeT.hostView(), iroT.hostView(),
       cacheT.hostView(), slotT.hostView(), int32_t(B));
-  if (s.ok())
+  if (s.ok() && !fused)
     s = kernels.checkPoolOffsets(proT.hostView(), iroT.hostView(),
                                  cacheT.hostView());
-  if (s.ok())
+  if (s.ok() && !fused)
     s = kernels.checkCompress(pooledT.hostView(), kT.hostView(),
                               gT.hostView(), apeT.hostView(), iroT.hostView(),
                               proHostT.hostView(), cacheT.hostView());
-  if (s.ok())
+  if (s.ok() && !fused)
     s = kernels.checkSeedTail(ring.hostView(), kT.hostView(), gT.hostView(),
                               iroT.hostView(), cacheT.hostView(),
                               slotT.hostView(), int32_t(B));
@@ -566,6 +574,15 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
   // ring_close reads the ring before seed_tail overwrites it. The four
   // calls only enqueue on the stream.
   Stream on(stream);
+  if (fused)
+    s = kernels.step(closedRows.deviceView(), closedT.deviceView(),
+                     proT.deviceView(), pooledT.deviceView(), ring.deviceView(),
+                     kT.deviceView(), gT.deviceView(), apeT.deviceView(),
+                     iroT.deviceView(), cacheT.deviceView(),
+                     slotT.deviceView(), int32_t(B), on);
+  if (!s.ok())
+    return s;
+  if (!fused) {
   s = kernels.ringClose(closedRows.deviceView(), closedT.deviceView(),
                         ring.deviceView(), kT.deviceView(), gT.deviceView(),
                         apeT.deviceView(), iroT.deviceView(),
@@ -587,6 +604,7 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
                        slotT.deviceView(), int32_t(B), on);
   if (!s.ok())
     return s;
+  }
 
   std::vector<uint8_t> proImage = proT.download(stream);
   std::vector<uint32_t> pro = wordsOf(proT.dense(&proImage));

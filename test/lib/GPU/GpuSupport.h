@@ -242,6 +242,10 @@ public:
               int64_t *closedFromRing,
               const std::vector<int64_t> *accepted = nullptr);
 
+  /// Run each call as one fused kpool.step (KernelSet::step) instead of the
+  /// four ops.
+  bool fused = false;
+
   /// Tokens of request r seen so far.
   int64_t done(size_t r) const { return seen[r]; }
 
