@@ -124,15 +124,23 @@ func.func @compress_kpool3_f32(%k: memref<?x64xf32>, %gate: memref<?x64xf32>,
 
 // -----
 
-// kpool 1: every token is its own pool; one member, no max.
+// kpool 1: every token is its own pool; one member, no max and no exp: the
+// function is the key itself for a finite z = gate + ape, and the NaN of
+// z - z otherwise (the bits exp, product and quotient would give).
 // CHECK-LABEL: func @compress_kpool1_f16
 //       CHECK:   linalg.generic
 //  CHECK-SAME:     {kpool.pool_row}
-//  CHECK-NEXT:   ^bb0(%{{[^:]+}}: f16, %{{[^:]+}}: f16, %{{[^:]+}}: f32, %{{[^:]+}}: f16):
+//  CHECK-NEXT:   ^bb0(%[[K:[^:]+]]: f16, %[[G:[^:]+]]: f16, %[[A:[^:]+]]: f32, %{{[^:]+}}: f16):
 //   CHECK-NOT:     arith.maximumf
-//       CHECK:     math.exp
 //   CHECK-NOT:     math.exp
-//       CHECK:     arith.truncf %{{.*}} : f32 to f16
+//       CHECK:     %[[GF:.*]] = arith.extf %[[G]] : f16 to f32
+//       CHECK:     %[[Z:.*]] = arith.addf %[[GF]], %[[A]] : f32
+//       CHECK:     %[[D:.*]] = arith.subf %[[Z]], %[[Z]] : f32
+//       CHECK:     %[[FIN:.*]] = arith.cmpf ord, %[[D]], %[[D]] : f32
+//       CHECK:     %[[KF:.*]] = arith.extf %[[K]] : f16 to f32
+//       CHECK:     %[[S:.*]] = arith.select %[[FIN]], %[[KF]], %[[D]] : f32
+//   CHECK-NOT:     math.exp
+//       CHECK:     arith.truncf %[[S]] : f32 to f16
 func.func @compress_kpool1_f16(%k: memref<?x8xf16>, %gate: memref<?x8xf16>,
     %ape: memref<1x8xf32>, %iro: memref<?xui32>, %pro: memref<?xui32>,
     %cache: memref<?xui32>, %pooled: memref<?x8xf16>) {

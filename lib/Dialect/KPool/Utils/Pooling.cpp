@@ -30,6 +30,22 @@ Value mlir::kpool::buildPooledChannel(OpBuilder &b, Location loc,
   };
   size_t kpool = keys.size();
 
+  if (kpool == 1) {
+    // One member: z - M is 0 for a finite z, so e = exp(0) = 1 and the
+    // function is T(1 * k / 1) = k exactly; for z = +-inf or NaN, z - M is
+    // NaN and so is every later value, carrying that NaN (exp, the product
+    // and the quotient propagate their NaN operand). The same bits without
+    // the exp and the division.
+    Value z = arith::AddFOp::create(b, loc, toF32(gates[0]), apes[0]);
+    Value d = arith::SubFOp::create(b, loc, z, z);
+    Value finite =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ORD, d, d);
+    Value out = arith::SelectOp::create(b, loc, finite, toF32(keys[0]), d);
+    if (out.getType() != resultType)
+      out = arith::TruncFOp::create(b, loc, resultType, out);
+    return out;
+  }
+
   SmallVector<Value> z;
   for (size_t m = 0; m < kpool; ++m)
     z.push_back(arith::AddFOp::create(b, loc, toF32(gates[m]), apes[m]));
