@@ -352,14 +352,11 @@ class KernelSet:
         request's last ``R`` positions that the call brings, in ring rows
         ``position mod R``. ``num_requests`` defaults to the batch size."""
         op = "seed_tail"
-        cache = _meta(op, "cache_lengths", cache_lengths)
-        iro = _meta(op, "input_row_offsets", input_row_offsets)
-        slots = _meta(op, "slot_idx", slot_idx)
-        n = cache.shape[0] if num_requests is None else _i32(op,
-                                                             num_requests)
+        iro, cache, slots, n = _ring_metadata(
+            op, input_row_offsets, cache_lengths, slot_idx, num_requests)
         self._call(op, validate, stream=stream, tail=tail, k=k, gate=gate,
                    input_row_offsets=iro, cache_lengths=cache,
-                   slot_idx=slots, num_requests=_i32(op, n))
+                   slot_idx=slots, num_requests=n)
         return tail
 
     @_host_arrays
@@ -370,11 +367,9 @@ class KernelSet:
         [B] int32)``, into the given arrays or new ones. ``tail`` is only
         read."""
         op = "ring_close"
-        cache = _meta(op, "cache_lengths", cache_lengths)
-        iro = _meta(op, "input_row_offsets", input_row_offsets)
-        slots = _meta(op, "slot_idx", slot_idx)
+        iro, cache, slots, n = _ring_metadata(
+            op, input_row_offsets, cache_lengths, slot_idx, num_requests)
         batch = cache.shape[0]
-        n = batch if num_requests is None else _i32(op, num_requests)
         if pooled is None:
             pooled = np.zeros((batch, self.head_dim), dtype=self.dtype)
         if closed_pool is None:
@@ -384,7 +379,7 @@ class KernelSet:
         self._call(op, validate, stream=stream, pooled=pooled, closed_pool=closed, tail=tail,
                    k=k, gate=gate, ape=ape, input_row_offsets=iro,
                    cache_lengths=cache, slot_idx=slots,
-                   num_requests=_i32(op, n))
+                   num_requests=n)
         return pooled, closed_pool
 
     @_host_arrays
@@ -399,11 +394,9 @@ class KernelSet:
         ``floor(T / kpool) + B`` rows, the most a call of ``T`` tokens can
         complete; its first ``pool_row_offsets[B]`` rows are the pools."""
         op = "step"
-        cache = _meta(op, "cache_lengths", cache_lengths)
-        iro = _meta(op, "input_row_offsets", input_row_offsets)
-        slots = _meta(op, "slot_idx", slot_idx)
+        iro, cache, slots, n = _ring_metadata(
+            op, input_row_offsets, cache_lengths, slot_idx, num_requests)
         batch = cache.shape[0]
-        n = batch if num_requests is None else _i32(op, num_requests)
         if pooled is None:
             tokens = np.asarray(k).shape[0] if np.ndim(k) >= 1 else 0
             pooled = np.zeros((tokens // self.kpool + batch, self.head_dim),
@@ -416,12 +409,23 @@ class KernelSet:
                    pool_row_offsets=pro, pooled=pooled, tail=tail, k=k,
                    gate=gate, ape=ape, input_row_offsets=iro,
                    cache_lengths=cache, slot_idx=slots,
-                   num_requests=_i32(op, n))
+                   num_requests=n)
         return closed, closed_pool, pro, pooled
 
 
 def _i32(op, n):
     return _int(op, "num_requests", n, -2**31, 2**31 - 1)
+
+
+def _ring_metadata(op, input_row_offsets, cache_lengths, slot_idx,
+                   num_requests):
+    """The metadata of an op with a ring: ``(iro, cache, slots, n)`` as
+    uint32 arrays and the int32 ``num_requests`` (default: the batch)."""
+    cache = _meta(op, "cache_lengths", cache_lengths)
+    iro = _meta(op, "input_row_offsets", input_row_offsets)
+    slots = _meta(op, "slot_idx", slot_idx)
+    n = cache.shape[0] if num_requests is None else num_requests
+    return iro, cache, slots, _i32(op, n)
 
 
 _sets = {}

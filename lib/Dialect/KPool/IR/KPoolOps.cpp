@@ -261,6 +261,20 @@ public:
                         " (the element type of 'k')");
   }
 
+  /// ring_close's inputs (shared by kpool.step): the ring requests and
+  /// `ape`. Returns the batch size the metadata fixes (or kDynamic).
+  FailureOr<int64_t> checkRingCloseInputs(Value k, Value gate, Value tail,
+                                          Value ape, Value inputRowOffsets,
+                                          Value cacheLengths, Value slotIdx,
+                                          int64_t kpool, int64_t headDim) {
+    FailureOr<int64_t> batch =
+        checkRingRequests(k, gate, tail, inputRowOffsets, cacheLengths,
+                          slotIdx, kpool, headDim);
+    if (failed(batch) || failed(checkApe(ape, kpool, headDim)))
+      return failure();
+    return batch;
+  }
+
   /// All shaped operands are tensors (value form) or all are memrefs (buffer
   /// form); the value form returns one result per `outs` operand and the
   /// buffer form none.
@@ -410,10 +424,10 @@ LogicalResult RingCloseOp::verify() {
                           {getClosedPool(), "closed_pool"}},
                          *this)))
     return failure();
-  FailureOr<int64_t> batch = c.checkRingRequests(
-      getK(), getGate(), getTail(), getInputRowOffsets(), getCacheLengths(),
-      getSlotIdx(), kpool, headDim);
-  if (failed(batch) || failed(c.checkApe(getApe(), kpool, headDim)))
+  FailureOr<int64_t> batch = c.checkRingCloseInputs(
+      getK(), getGate(), getTail(), getApe(), getInputRowOffsets(),
+      getCacheLengths(), getSlotIdx(), kpool, headDim);
+  if (failed(batch))
     return failure();
   return c.checkClosedOutputs(getPooled(), "pooled", getClosedPool(), getK(),
                               *batch, headDim);
@@ -473,10 +487,9 @@ LogicalResult StepOp::verify() {
                           {getTail(), "tail"}},
                          *this)))
     return failure();
-  FailureOr<int64_t> batch = c.checkRingRequests(
-      getK(), getGate(), getTail(), getInputRowOffsets(), getCacheLengths(),
-      getSlotIdx(), kpool, headDim);
-  if (failed(batch) || failed(c.checkApe(getApe(), kpool, headDim)) ||
+  if (failed(c.checkRingCloseInputs(getK(), getGate(), getTail(), getApe(),
+                                    getInputRowOffsets(), getCacheLengths(),
+                                    getSlotIdx(), kpool, headDim)) ||
       failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")))
     return failure();
   FailureOr<int64_t> all =

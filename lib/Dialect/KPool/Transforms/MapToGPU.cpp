@@ -101,15 +101,17 @@ static bool definedIn(Value v, Region &region) {
   return region.isAncestor(v.getParentRegion());
 }
 
-/// Collects in `roots` the kernel-level memrefs (defined outside `region`)
-/// that `view` may be a view of, through subviews, casts and selects, and
-/// returns true when every step keeps the alignment of a row start: unit
-/// strides and an innermost offset that is a static multiple of
-/// `alignElems` on the kept innermost dimension. Then `view` is aligned to
-/// `alignElems` elements whenever each root starts aligned and every stride
-/// of the root but the innermost is a multiple of `alignElems`.
-static bool traceAlignedRoots(Value view, Region &region, int64_t alignElems,
-                              SmallVectorImpl<Value> &roots, int depth = 0) {
+/// Collects into `roots` the memrefs defined outside `region` that `view`
+/// may be a view of, through subviews, casts and selects; false when it
+/// cannot tell. With `alignElems` > 0 it also requires every step to keep
+/// the alignment of a row start: unit strides and an innermost offset that
+/// is a static multiple of `alignElems` on the kept innermost dimension.
+/// Then `view` is aligned to `alignElems` elements whenever each root
+/// starts aligned and every stride of the root but the innermost is a
+/// multiple of `alignElems`.
+static bool traceRoots(Value view, Region &region,
+                       SmallVectorImpl<Value> &roots, int64_t alignElems = 0,
+                       int depth = 0) {
   if (depth > 16)
     return false;
   if (!definedIn(view, region)) {
@@ -118,49 +120,28 @@ static bool traceAlignedRoots(Value view, Region &region, int64_t alignElems,
   }
   Operation *def = view.getDefiningOp();
   if (auto cast = dyn_cast_or_null<memref::CastOp>(def))
-    return traceAlignedRoots(cast.getSource(), region, alignElems, roots,
-                             depth + 1);
+    return traceRoots(cast.getSource(), region, roots, alignElems, depth + 1);
   if (auto select = dyn_cast_or_null<arith::SelectOp>(def))
-    return traceAlignedRoots(select.getTrueValue(), region, alignElems, roots,
-                             depth + 1) &&
-           traceAlignedRoots(select.getFalseValue(), region, alignElems,
-                             roots, depth + 1);
+    return traceRoots(select.getTrueValue(), region, roots, alignElems,
+                      depth + 1) &&
+           traceRoots(select.getFalseValue(), region, roots, alignElems,
+                      depth + 1);
   auto sub = dyn_cast_or_null<memref::SubViewOp>(def);
   if (!sub)
     return false;
-  auto srcType = cast<MemRefType>(sub.getSource().getType());
-  int64_t last = srcType.getRank() - 1;
-  if (last < 0 || sub.getDroppedDims().test(last))
-    return false;
-  if (!llvm::all_of(sub.getStaticStrides(),
-                    [](int64_t s) { return s == 1; }))
-    return false;
-  int64_t innerOffset = sub.getStaticOffsets().back();
-  if (ShapedType::isDynamic(innerOffset) || innerOffset % alignElems != 0)
-    return false;
-  return traceAlignedRoots(sub.getSource(), region, alignElems, roots,
-                           depth + 1);
-}
-
-/// The memrefs defined outside `region` that `view` may be a view of
-/// (through subviews, casts and selects); false when it cannot tell.
-static bool collectRoots(Value view, Region &region,
-                         SmallVectorImpl<Value> &roots, int depth = 0) {
-  if (depth > 16)
-    return false;
-  if (!definedIn(view, region)) {
-    roots.push_back(view);
-    return true;
+  if (alignElems > 0) {
+    auto srcType = cast<MemRefType>(sub.getSource().getType());
+    int64_t last = srcType.getRank() - 1;
+    if (last < 0 || sub.getDroppedDims().test(last))
+      return false;
+    if (!llvm::all_of(sub.getStaticStrides(),
+                      [](int64_t s) { return s == 1; }))
+      return false;
+    int64_t innerOffset = sub.getStaticOffsets().back();
+    if (ShapedType::isDynamic(innerOffset) || innerOffset % alignElems != 0)
+      return false;
   }
-  Operation *def = view.getDefiningOp();
-  if (auto sub = dyn_cast_or_null<memref::SubViewOp>(def))
-    return collectRoots(sub.getSource(), region, roots, depth + 1);
-  if (auto cast = dyn_cast_or_null<memref::CastOp>(def))
-    return collectRoots(cast.getSource(), region, roots, depth + 1);
-  if (auto select = dyn_cast_or_null<arith::SelectOp>(def))
-    return collectRoots(select.getTrueValue(), region, roots, depth + 1) &&
-           collectRoots(select.getFalseValue(), region, roots, depth + 1);
-  return false;
+  return traceRoots(sub.getSource(), region, roots, alignElems, depth + 1);
 }
 
 void kpool::applyGPUFastMath(Region &region) {
@@ -537,7 +518,7 @@ public:
           std::max<int64_t>(1, align / elementBytes(type.getElementType()));
       SmallVector<Value> roots;
       Value ok;
-      if (traceAlignedRoots(v, launch.getBody(), alignElems, roots)) {
+      if (traceRoots(v, launch.getBody(), roots, alignElems)) {
         for (Value root : roots) {
           Value rootOk = rootAligned(rewriter, root, align);
           if (!rootOk) {
@@ -636,7 +617,7 @@ public:
       }
       for (Value v : written) {
         SmallVector<Value> roots;
-        if (!collectRoots(v, loop.getRegion(), roots))
+        if (!traceRoots(v, loop.getRegion(), roots))
           writesUnknown = true;
         llvm::append_range(writtenRoots, roots);
       }
