@@ -10,6 +10,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
@@ -94,13 +95,28 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
     state.addAttribute("kpool", b.getI64IntegerAttr(kpool));
     if (kernel.geometry == abi::Geometry::KPoolHeadDim)
       state.addAttribute("head_dim", b.getI64IntegerAttr(headDim));
-    for (bool outputs : {false, true})
+    SmallVector<int32_t> segments;
+    for (bool outputs : {false, true}) {
       for (auto [operand, arg] :
            llvm::zip(ArrayRef(kernel.operands, kernel.numOperands),
                      fn.getArguments()))
         if (operand.role != abi::Role::Context &&
-            (operand.role == abi::Role::Output) == outputs)
+            (operand.role == abi::Role::Output) == outputs) {
           state.addOperands(arg);
+          segments.push_back(1);
+        }
+      // The kernels write no pool cache: the optional `block_table` (after
+      // the inputs) and `cache_keys`, `cache_scales` (after the outputs)
+      // are absent.
+      segments.push_back(0);
+      if (outputs)
+        segments.push_back(0);
+    }
+    std::optional<RegisteredOperationName> opName =
+        RegisteredOperationName::lookup(state.name.getStringRef(), &ctx);
+    if (opName && opName->hasTrait<OpTrait::AttrSizedOperandSegments>())
+      state.addAttribute("operandSegmentSizes",
+                         b.getDenseI32ArrayAttr(segments));
     b.create(state);
     func::ReturnOp::create(b, loc);
   }

@@ -62,6 +62,7 @@ LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
   KPoolVectorizePoolRowsPassOptions vectorizeOptions;
   vectorizeOptions.vectorSize = options.vectorSize;
   pm.addPass(createKPoolVectorizePoolRowsPass(vectorizeOptions));
+  pm.addPass(createKPoolLowerCacheEntriesPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createConvertLinalgToLoopsPass());
   if (options.openmp) {

@@ -17,6 +17,11 @@ The runtime guards of the contract are modelled too: reversed or overlong rows
 bring no tokens, a slot at or past ``max_slots`` neither reads nor writes the
 ring, a request writes only its own pooled rows that exist, and
 ``num_requests`` is clamped to ``[0, B]``.
+
+The pool cache (paged ``cache_keys``/``cache_scales``, Hadamard rotation, FP8
+E4M3FN codes with absmax or power-of-two scales) is modelled entry by entry:
+:func:`cache_entry` computes what one pool's entry holds from its dense row,
+:func:`store_cache` places it through the block table. FP8 codes are uint8.
 """
 
 import numpy as np
@@ -31,6 +36,11 @@ __all__ = [
     "compress",
     "seed_tail",
     "ring_close",
+    "e4m3fn_decode",
+    "e4m3fn_encode",
+    "hadamard",
+    "cache_entry",
+    "store_cache",
 ]
 
 
@@ -190,3 +200,135 @@ def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
         pooled[b] = pool_function(keys, gates, ape, k.dtype)
         closed[b] = np.int64(c // kpool).astype(np.int32)
     return pooled, closed
+
+
+# --- The pool cache -----------------------------------------------------------
+
+
+def _e4m3fn_values():
+    """The value of every E4M3FN code 0..255 (float64; NaN for 0x7f, 0xff):
+    1 sign, 4 exponent (bias 7), 3 mantissa bits, no infinities."""
+    values = np.empty(256, dtype=np.float64)
+    for code in range(256):
+        exponent, mantissa = (code >> 3) & 0xF, code & 0x7
+        if exponent == 0xF and mantissa == 0x7:
+            value = np.nan
+        elif exponent == 0:
+            value = mantissa * 2.0**-9
+        else:
+            value = (1 + mantissa / 8) * 2.0**(exponent - 7)
+        values[code] = -value if code & 0x80 else value
+    return values
+
+
+_E4M3FN = _e4m3fn_values()
+
+
+def e4m3fn_decode(codes):
+    """E4M3FN codes (uint8) -> float32 values, exactly; 0x7f/0xff are NaN."""
+    return _E4M3FN[np.asarray(codes, dtype=np.uint8)].astype(np.float32)
+
+
+def e4m3fn_encode(x):
+    """float32 values -> E4M3FN codes (uint8), rounded to nearest, ties to the
+    even code. Magnitudes above 448 saturate to 448 (the cache clamps before
+    encoding); NaN gives 0x7f with its sign. The sign is kept: -0 and
+    negatives that round to zero encode as 0x80."""
+    x = np.asarray(x, dtype=np.float32)
+    magnitude = np.abs(x.astype(np.float64))
+    magnitude = np.where(np.isnan(magnitude), 0.0, magnitude)  # coded below
+    table = _E4M3FN[:0x7F]  # codes 0..0x7e, increasing values
+    # hi: the first code whose value is >= |x|; lo the one below it.
+    hi = np.searchsorted(table, np.minimum(magnitude, 448.0), side="left")
+    lo = np.maximum(hi - 1, 0)
+    midpoint = (table[lo] + table[hi]) / 2  # exact in float64
+    code = np.where(magnitude < midpoint, lo, hi)
+    tie = magnitude == midpoint
+    code = np.where(tie, np.where(lo % 2 == 0, lo, hi), code)
+    code = np.where(magnitude >= table[hi], hi, code)  # exact or |x| >= 448
+    code = np.where(np.isnan(x), 0x7F, code)
+    sign = np.where(np.signbit(x), 0x80, 0)
+    return (code | sign).astype(np.uint8)
+
+
+def hadamard(x):
+    """The unnormalized fast Walsh-Hadamard transform over the last axis
+    (``D`` a power of two), in float32: stages ``h = 1, 2, ..., D/2``, each
+    replacing every pair ``(x_i, x_{i+h})`` with ``i mod 2h < h`` by
+    ``(x_i + x_{i+h}, x_i - x_{i+h})``."""
+    y = np.array(x, dtype=np.float32)
+    dim = y.shape[-1]
+    if dim < 1 or dim & (dim - 1):
+        raise ValueError(f"hadamard: D = {dim} is not a power of two")
+    h = 1
+    while h < dim:
+        for i in range(dim):
+            if i % (2 * h) < h:
+                u, v = y[..., i].copy(), y[..., i + h].copy()
+                y[..., i] = u + v
+                y[..., i + h] = u - v
+        h *= 2
+    return y
+
+
+def cache_entry(x, etype, rotate="hadamard", entry="fp8", scale="absmax"):
+    """The pool-cache entry of dense pooled rows.
+
+    ``x`` is ``[..., D]`` float32: the dense output's values widened to f32
+    (``to_f32(pooled_row, etype)``). Returns ``(values, scales)``: for
+    ``entry="fp8"`` uint8 E4M3FN codes and float32 scales (one per row, a
+    scalar for a single row); for ``entry="element"`` the rotated values in
+    ``etype``'s storage and ``None``.
+    """
+    etype = element_type(etype)
+    if rotate not in ("hadamard", "none"):
+        raise ValueError(f"cache_entry: rotate {rotate!r}")
+    if entry not in ("fp8", "element"):
+        raise ValueError(f"cache_entry: entry {entry!r}")
+    if scale not in ("absmax", "pow2"):
+        raise ValueError(f"cache_entry: scale {scale!r}")
+    y = np.array(x, dtype=np.float32)
+    if rotate == "hadamard":
+        c = np.float32(1.0 / np.sqrt(float(y.shape[-1])))
+        y = to_f32(from_f32(hadamard(y) * c, etype), etype)
+    if entry == "element":
+        return from_f32(y, etype), None
+    a = np.maximum(np.abs(y).max(axis=-1), np.float32(1e-4))
+    s = np.asarray(a * (np.float32(1) / np.float32(448)), dtype=np.float32)
+    if scale == "pow2":
+        # s = m * 2^e, m in [0.5, 1): s when m == 0.5, else 2^e (exact).
+        m, e = np.frexp(s)
+        s = np.where(m == 0.5, s, np.ldexp(np.float32(1), e)).astype(
+            np.float32)
+    q = (y / s[..., None]).astype(np.float32)
+    q = np.minimum(np.maximum(q, np.float32(-448)), np.float32(448))
+    return e4m3fn_encode(q), s[()]
+
+
+def store_cache(cache_keys, cache_scales, block_table, batch_row, pool_id,
+                entry, scale=None):
+    """Places one entry (``entry`` ``[D]``; ``scale`` for FP8, ``None`` for
+    an element entry) as pool ``pool_id`` of ``batch_row``, in place:
+    ``page = block_table[batch_row, pool_id // page_size]`` read as unsigned
+    32-bit, ``row = pool_id % page_size``. ``cache_keys`` is
+    ``[N, page_size, D]``, ``cache_scales`` ``[N, page_size]`` float32 (may
+    be ``None`` without a scale). Writes nothing when the batch row, the page
+    index or the page is out of range (for FP8, of ``cache_scales`` too).
+    Returns whether it wrote."""
+    block_table = np.asarray(block_table)
+    page_size = cache_keys.shape[1]
+    if batch_row < 0 or pool_id < 0 or page_size < 1:
+        return False
+    index, row = pool_id // page_size, pool_id % page_size
+    if batch_row >= block_table.shape[0] or index >= block_table.shape[1]:
+        return False
+    page = int(block_table[batch_row, index]) & 0xFFFFFFFF
+    if page >= cache_keys.shape[0]:
+        return False
+    if scale is not None and (page >= cache_scales.shape[0]
+                              or row >= cache_scales.shape[1]):
+        return False
+    cache_keys[page, row] = entry
+    if scale is not None:
+        cache_scales[page, row] = scale
+    return True

@@ -250,6 +250,98 @@ public:
         b, loc, kpool, [&](Value m) { return member(toI64(m)); }, ape, outRow);
   }
 
+  /// The op's pool-cache destination (`table` null when it has none).
+  struct CacheDest {
+    Value table, keys, scales;
+    Rotate rotate = Rotate::none;
+    Scale scale = Scale::absmax;
+  };
+  CacheDest cacheDest;
+
+  /// Takes the pool-cache destination of `op` (an op with `to_cache`).
+  template <typename OpTy, typename Adaptor>
+  void setCacheDest(OpTy op, Adaptor adaptor) {
+    if (!adaptor.getBlockTable())
+      return;
+    cacheDest.table = signless(adaptor.getBlockTable());
+    cacheDest.keys = adaptor.getCacheKeys();
+    cacheDest.scales = adaptor.getCacheScales();
+    cacheDest.rotate = op.getRotate().value_or(Rotate::none);
+    cacheDest.scale = op.getScale().value_or(Scale::absmax);
+  }
+
+  /// versionOnUnitStride over `memrefs` and the cache's keys (when the op
+  /// has a cache): `fn` sees the version of `memrefs`, and the cache
+  /// destination uses the version of the keys meanwhile.
+  void versionWithCache(ArrayRef<Value> memrefs,
+                        function_ref<void(ArrayRef<Value>)> fn) {
+    if (!cacheDest.table)
+      return versionOnUnitStride(memrefs, fn);
+    SmallVector<Value> all(memrefs);
+    all.push_back(cacheDest.keys);
+    Value keys = cacheDest.keys;
+    versionOnUnitStride(all, [&](ArrayRef<Value> v) {
+      cacheDest.keys = v.back();
+      fn(v.drop_back());
+      cacheDest.keys = keys;
+    });
+  }
+
+  /// i1: the cache's extents agree with the op (its rows are head_dim
+  /// long), or null when there is no cache or nothing to check.
+  Value cacheExtentsMatch() {
+    if (!cacheDest.table)
+      return Value();
+    return extentsMatch({{cacheDest.keys, 2, headDim}});
+  }
+
+  /// Stores pool `poolId` (i64) of batch row `bIdx` (index), whose dense
+  /// value is the row view `value`, into its pool-cache entry when the op
+  /// has a cache and the entry exists: the batch row is below the table's
+  /// rows, the page index `poolId / page_size` below its width, and the
+  /// page below the cache's pages (and the scales'; the row below their
+  /// page size). An i32 -1 in the table reads as a huge unsigned page.
+  void storeEntry(Value bIdx, Value poolId, Value value) {
+    if (!cacheDest.table)
+      return;
+    const CacheDest &c = cacheDest;
+    Value pageSize = toI64(dim(c.keys, 1));
+    Value tableOk = both(
+        cmp(arith::CmpIPredicate::ult, bIdx, dim(c.table, 0)),
+        cmp(arith::CmpIPredicate::sgt, pageSize, i64(0)));
+    ifThen(tableOk, [&] {
+      Value pageIdx = arith::DivUIOp::create(b, loc, poolId, pageSize);
+      Value row = arith::RemUIOp::create(b, loc, poolId, pageSize);
+      ifThen(cmp(arith::CmpIPredicate::ult, pageIdx, toI64(dim(c.table, 1))),
+             [&] {
+        Value page = arith::ExtUIOp::create(
+            b, loc, b.getI64Type(),
+            memref::LoadOp::create(b, loc, c.table,
+                                   ValueRange{bIdx, toIndex(pageIdx)}));
+        Value ok = cmp(arith::CmpIPredicate::ult, page, toI64(dim(c.keys, 0)));
+        if (c.scales)
+          ok = both(both(ok, cmp(arith::CmpIPredicate::ult, page,
+                                 toI64(dim(c.scales, 0)))),
+                    cmp(arith::CmpIPredicate::ult, row,
+                        toI64(dim(c.scales, 1))));
+        ifThen(ok, [&] {
+          Value entry = channelView(c.keys, {toIndex(page), toIndex(row)});
+          Value scale;
+          if (c.scales) {
+            auto type = cast<MemRefType>(c.scales.getType());
+            SmallVector<OpFoldResult> offsets = {toIndex(page), toIndex(row)};
+            SmallVector<OpFoldResult> ones(2, b.getIndexAttr(1));
+            auto reduced = memref::SubViewOp::inferRankReducedResultType(
+                {}, type, offsets, ones, ones);
+            scale = memref::SubViewOp::create(b, loc, reduced, c.scales,
+                                              offsets, ones, ones);
+          }
+          CacheEntryOp::create(b, loc, value, entry, scale, c.rotate, c.scale);
+        });
+      });
+    });
+  }
+
   Value zeroRow(Value outRow) {
     Type elt = cast<MemRefType>(outRow.getType()).getElementType();
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
@@ -356,13 +448,15 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
     Value iro = e.signless(adaptor.getInputRowOffsets());
     Value pro = e.signless(adaptor.getPoolRowOffsets());
     Value cache = e.signless(adaptor.getCacheLengths());
-    Value shapesOk = e.extentsMatch({{k, 1, D},
-                                     {gate, 1, D},
-                                     {ape, 0, e.kpool},
-                                     {ape, 1, D},
-                                     {pooled, 1, D}});
+    e.setCacheDest(op, adaptor);
+    Value shapesOk = e.both(e.extentsMatch({{k, 1, D},
+                                            {gate, 1, D},
+                                            {ape, 0, e.kpool},
+                                            {ape, 1, D},
+                                            {pooled, 1, D}}),
+                            e.cacheExtentsMatch());
     e.ifThen(shapesOk, [&] {
-      e.versionOnUnitStride({k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
+      e.versionWithCache({k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
         lowerRows(e, v[0], v[1], v[2], v[3], iro, pro, cache);
       });
     });
@@ -408,6 +502,8 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
           b, loc, arith::AddIOp::create(b, loc, req.start, range.skip),
           arith::MulIOp::create(b, loc, j, e.i64(e.kpool)));
       poolMembers(e, k, gate, ape, first, pooled, row);
+      e.storeEntry(bIdx, arith::AddIOp::create(b, loc, range.first, j),
+                   e.rowView(pooled, row));
     });
   }
 
@@ -480,13 +576,14 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
 
   void lower(RingCloseOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     Emitter e = emitterFor(op, b, op.getHeadDim());
+    e.setCacheDest(op, adaptor);
     Operands o = operandsOf(e, adaptor, adaptor.getPooled());
-    Value shapesOk = shapesMatch(e, o);
+    Value shapesOk = e.both(shapesMatch(e, o), e.cacheExtentsMatch());
     Value numRequests = adaptor.getNumRequests();
     e.ifThenOtherwise(
         shapesOk,
         [&] {
-          e.versionOnUnitStride(
+          e.versionWithCache(
               {o.tail, o.k, o.gate, o.ape, o.pooled}, [&](ArrayRef<Value> v) {
                 Operands version = o;
                 version.tail = v[0];
@@ -532,7 +629,10 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
       Value outRow = e.rowView(o.pooled, e.toI64(bIdx));
       e.ifThenElse(
           pending.closes,
-          [&] { closePool(e, o, batch.window, pending, outRow); },
+          [&] {
+            closePool(e, o, batch.window, pending, outRow);
+            e.storeEntry(bIdx, pending.id, outRow);
+          },
           [&] { e.zeroRow(outRow); });
     });
   }
@@ -790,22 +890,25 @@ struct StepLowering : public KPoolLowering<StepOp> {
   void lower(StepOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
+    e.setCacheDest(op, adaptor);
     RingCloseLowering::Operands o =
         RingCloseLowering::operandsOf(e, adaptor, adaptor.getClosed());
     Value pro = e.signless(adaptor.getPoolRowOffsets());
     Value pooled = adaptor.getPooled();
     // The extent checks of each op, on its own operands.
     Checks checks;
-    checks.ringClose = RingCloseLowering::shapesMatch(e, o);
+    checks.ringClose =
+        e.both(RingCloseLowering::shapesMatch(e, o), e.cacheExtentsMatch());
     checks.seedTail = e.ringShapesMatch(
         {{o.k, 1, D}, {o.gate, 1, D}, {o.tail, 1, 2}, {o.tail, 3, D}}, o.tail);
-    checks.compress = e.extentsMatch({{o.k, 1, D},
-                                      {o.gate, 1, D},
-                                      {o.ape, 0, e.kpool},
-                                      {o.ape, 1, D},
-                                      {pooled, 1, D}});
+    checks.compress = e.both(e.extentsMatch({{o.k, 1, D},
+                                             {o.gate, 1, D},
+                                             {o.ape, 0, e.kpool},
+                                             {o.ape, 1, D},
+                                             {pooled, 1, D}}),
+                             e.cacheExtentsMatch());
     Value numRequests = adaptor.getNumRequests();
-    e.versionOnUnitStride(
+    e.versionWithCache(
         {o.tail, o.k, o.gate, o.ape, o.pooled, pooled},
         [&](ArrayRef<Value> v) {
           RingCloseLowering::Operands version = o;

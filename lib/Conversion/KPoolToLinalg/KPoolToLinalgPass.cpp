@@ -51,6 +51,9 @@ struct ConvertKPoolToLinalgPass
 
     ConversionTarget target(getContext());
     target.addIllegalDialect<KPoolDialect>();
+    // The per-pool pool-cache store stays for the backend that spreads it
+    // (kpool-lower-cache-entries, kpool-map-to-gpu).
+    target.addLegalOp<CacheEntryOp>();
     target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                            math::MathDialect, memref::MemRefDialect,
                            scf::SCFDialect>();

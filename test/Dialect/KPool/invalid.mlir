@@ -1757,7 +1757,8 @@ func.func @ring_close_num_requests_index(%tail: memref<?x2x4x8xbf16>, %k: memref
     %pooled: memref<?x8xbf16>, %closed: memref<?xi32>) {
   // expected-error @+1 {{'kpool.ring_close' op operand #7 must be 32-bit signless integer, but got 'index'}}
   "kpool.ring_close"(%tail, %k, %gate, %ape, %iro, %cache, %slots, %n, %pooled, %closed)
-      <{head_dim = 8 : i64, kpool = 4 : i64}>
+      <{head_dim = 8 : i64, kpool = 4 : i64,
+        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0>}>
       : (memref<?x2x4x8xbf16>, memref<?x8xbf16>, memref<?x8xbf16>, memref<4x8xf32>,
          memref<?xui32>, memref<?xui32>, memref<?xui32>, index, memref<?x8xbf16>,
          memref<?xi32>) -> ()
@@ -1773,7 +1774,8 @@ func.func @compress_memref_result(%k: memref<?x8xbf16>, %gate: memref<?x8xbf16>,
     %pooled: memref<?x8xbf16>) {
   // expected-error @+1 {{'kpool.compress' op result #0 must be variadic of ranked tensor of any type values, but got 'memref<?x8xbf16>'}}
   %r = "kpool.compress"(%k, %gate, %ape, %iro, %pro, %cache, %pooled)
-      <{head_dim = 8 : i64, kpool = 4 : i64}>
+      <{head_dim = 8 : i64, kpool = 4 : i64,
+        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
       : (memref<?x8xbf16>, memref<?x8xbf16>, memref<4x8xf32>, memref<?xui32>,
          memref<?xui32>, memref<?xui32>, memref<?x8xbf16>) -> memref<?x8xbf16>
   return

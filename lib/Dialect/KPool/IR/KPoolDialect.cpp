@@ -10,6 +10,7 @@ using namespace mlir;
 using namespace mlir::kpool;
 
 #include "kpool/Dialect/KPool/IR/KPoolOpsDialect.cpp.inc"
+#include "kpool/Dialect/KPool/IR/KPoolEnums.cpp.inc"
 
 void KPoolDialect::initialize() {
   addOperations<

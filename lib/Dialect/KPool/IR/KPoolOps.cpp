@@ -12,6 +12,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -307,6 +308,88 @@ public:
     return success();
   }
 
+
+  /// The optional pool-cache destination of an op whose pools have `k`'s
+  /// element type: `block_table` `[batch, pages per request]` i32/ui32,
+  /// `cache_keys` `[pages, page_size, head_dim]` of the keys' element type
+  /// or f8E4M3FN, `cache_scales` `[pages, page_size]` f32 exactly for FP8,
+  /// `rotate` and `scale` only with a destination (`scale` only for FP8,
+  /// `hadamard` only for a power-of-two `head_dim`).
+  LogicalResult checkCache(Value blockTable, Value keys, Value scales,
+                           std::optional<Rotate> rotate,
+                           std::optional<Scale> scale, Value k,
+                           int64_t headDim, int64_t batch) {
+    if (!blockTable) {
+      if (rotate || scale)
+        return op->emitOpError()
+               << "expected '" << (rotate ? "rotate" : "scale")
+               << "' only with a pool-cache destination ('to_cache')";
+      return success();
+    }
+    ShapedType bt = type(blockTable);
+    if (bt.getRank() != 2)
+      return op->emitOpError() << "expected 'block_table' to have rank 2 "
+                                  "(batch x pages per request), got rank "
+                               << bt.getRank();
+    if (!isMetadataElementType(bt.getElementType()))
+      return op->emitOpError()
+             << "expected 'block_table' element type to be i32 or ui32, got "
+             << bt.getElementType();
+    if (failed(checkShape(blockTable, "block_table",
+                          {batch, ShapedType::kDynamic},
+                          "batch x pages per request")) ||
+        failed(checkShape(keys, "cache_keys",
+                          {ShapedType::kDynamic, ShapedType::kDynamic,
+                           headDim},
+                          "pages x page_size x head_dim")))
+      return failure();
+    Type elt = type(k).getElementType();
+    Type entry = type(keys).getElementType();
+    bool fp8 = isa<Float8E4M3FNType>(entry);
+    if (entry != elt && !fp8)
+      return op->emitOpError()
+             << "expected 'cache_keys' element type to be " << elt
+             << " (the element type of 'k') or f8E4M3FN, got " << entry;
+    if (fp8 && !scales)
+      return op->emitOpError() << "expected 'cache_scales' with f8E4M3FN "
+                                  "'cache_keys' (one f32 scale per entry)";
+    if (!fp8 && scales)
+      return op->emitOpError()
+             << "expected no 'cache_scales' with " << entry
+             << " 'cache_keys' (only FP8 entries have a scale)";
+    if (!fp8 && scale)
+      return op->emitOpError()
+             << "expected no 'scale' with " << entry
+             << " 'cache_keys' (only FP8 entries have a scale)";
+    if (scales) {
+      ShapedType kt = type(keys);
+      if (failed(checkShape(scales, "cache_scales",
+                            {kt.getDimSize(0), kt.getDimSize(1)},
+                            "pages x page_size, as 'cache_keys'")) ||
+          failed(checkElement(scales, "cache_scales",
+                              Float32Type::get(op->getContext()), "")))
+        return failure();
+    }
+    if (rotate == Rotate::hadamard && !llvm::isPowerOf2_64(headDim))
+      return op->emitOpError()
+             << "expected 'head_dim' to be a power of two for "
+                "rotate(hadamard), got "
+             << headDim;
+    return success();
+  }
+
+  /// Appends the pool-cache operands that are present to `operands`.
+  static void addCacheOperands(
+      SmallVectorImpl<std::pair<Value, StringRef>> &operands, Value blockTable,
+      Value keys, Value scales) {
+    if (blockTable)
+      operands.push_back({blockTable, "block_table"});
+    if (keys)
+      operands.push_back({keys, "cache_keys"});
+    if (scales)
+      operands.push_back({scales, "cache_scales"});
+  }
+
 private:
   Operation *op;
 };
@@ -345,23 +428,29 @@ void getDpsEffects(
 LogicalResult CompressOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
+  SmallVector<std::pair<Value, StringRef>> operands = {
+      {getK(), "k"},
+      {getGate(), "gate"},
+      {getApe(), "ape"},
+      {getInputRowOffsets(), "input_row_offsets"},
+      {getPoolRowOffsets(), "pool_row_offsets"},
+      {getCacheLengths(), "cache_lengths"},
+      {getPooled(), "pooled"}};
+  OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
+                                   getCacheScales());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm({{getK(), "k"},
-                          {getGate(), "gate"},
-                          {getApe(), "ape"},
-                          {getInputRowOffsets(), "input_row_offsets"},
-                          {getPoolRowOffsets(), "pool_row_offsets"},
-                          {getCacheLengths(), "cache_lengths"},
-                          {getPooled(), "pooled"}},
-                         *this)) ||
+      failed(c.checkForm(operands, *this)) ||
       failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
       failed(c.checkApe(getApe(), kpool, headDim)) ||
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
       failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
-      failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
-      failed(c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
-                           {getInputRowOffsets(), "input_row_offsets", 1},
-                           {getPoolRowOffsets(), "pool_row_offsets", 1}})) ||
+      failed(c.checkMetadata(getCacheLengths(), "cache_lengths")))
+    return failure();
+  FailureOr<int64_t> batch =
+      c.checkBatch({{getCacheLengths(), "cache_lengths", 0},
+                    {getInputRowOffsets(), "input_row_offsets", 1},
+                    {getPoolRowOffsets(), "pool_row_offsets", 1}});
+  if (failed(batch) ||
       failed(c.checkShape(getPooled(), "pooled",
                           {ShapedType::kDynamic, headDim},
                           "pools x head_dim")) ||
@@ -369,7 +458,8 @@ LogicalResult CompressOp::verify() {
                             c.type(getK()).getElementType(),
                             " (the element type of 'k')")))
     return failure();
-  return success();
+  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                      getRotate(), getScale(), getK(), headDim, *batch);
 }
 
 void CompressOp::getEffects(
@@ -412,31 +502,41 @@ void SeedTailOp::getEffects(
 LogicalResult RingCloseOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
+  SmallVector<std::pair<Value, StringRef>> operands = {
+      {getTail(), "tail"},
+      {getK(), "k"},
+      {getGate(), "gate"},
+      {getApe(), "ape"},
+      {getInputRowOffsets(), "input_row_offsets"},
+      {getCacheLengths(), "cache_lengths"},
+      {getSlotIdx(), "slot_idx"},
+      {getPooled(), "pooled"},
+      {getClosedPool(), "closed_pool"}};
+  OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
+                                   getCacheScales());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm({{getTail(), "tail"},
-                          {getK(), "k"},
-                          {getGate(), "gate"},
-                          {getApe(), "ape"},
-                          {getInputRowOffsets(), "input_row_offsets"},
-                          {getCacheLengths(), "cache_lengths"},
-                          {getSlotIdx(), "slot_idx"},
-                          {getPooled(), "pooled"},
-                          {getClosedPool(), "closed_pool"}},
-                         *this)))
+      failed(c.checkForm(operands, *this)))
     return failure();
   FailureOr<int64_t> batch = c.checkRingCloseInputs(
       getK(), getGate(), getTail(), getApe(), getInputRowOffsets(),
       getCacheLengths(), getSlotIdx(), kpool, headDim);
-  if (failed(batch))
+  if (failed(batch) ||
+      failed(c.checkClosedOutputs(getPooled(), "pooled", getClosedPool(),
+                                  getK(), *batch, headDim)))
     return failure();
-  return c.checkClosedOutputs(getPooled(), "pooled", getClosedPool(), getK(),
-                              *batch, headDim);
+  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                      getRotate(), getScale(), getK(), headDim, *batch);
 }
 
 void RingCloseOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  getDpsEffects(*this, effects, /*initsRead=*/false);
+  // pooled and closed_pool are overwritten whole; the pool cache keeps the
+  // entries no pool goes to.
+  getDpsEffects(*this, effects, /*initsRead=*/true, [&](OpOperand &operand) {
+    return operand.get() == getCacheKeys() ||
+           operand.get() == getCacheScales();
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -473,19 +573,22 @@ void PoolOffsetsOp::getEffects(
 LogicalResult StepOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
+  SmallVector<std::pair<Value, StringRef>> operands = {
+      {getK(), "k"},
+      {getGate(), "gate"},
+      {getApe(), "ape"},
+      {getInputRowOffsets(), "input_row_offsets"},
+      {getCacheLengths(), "cache_lengths"},
+      {getSlotIdx(), "slot_idx"},
+      {getClosed(), "closed"},
+      {getClosedPool(), "closed_pool"},
+      {getPoolRowOffsets(), "pool_row_offsets"},
+      {getPooled(), "pooled"},
+      {getTail(), "tail"}};
+  OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
+                                   getCacheScales());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm({{getK(), "k"},
-                          {getGate(), "gate"},
-                          {getApe(), "ape"},
-                          {getInputRowOffsets(), "input_row_offsets"},
-                          {getCacheLengths(), "cache_lengths"},
-                          {getSlotIdx(), "slot_idx"},
-                          {getClosed(), "closed"},
-                          {getClosedPool(), "closed_pool"},
-                          {getPoolRowOffsets(), "pool_row_offsets"},
-                          {getPooled(), "pooled"},
-                          {getTail(), "tail"}},
-                         *this)))
+      failed(c.checkForm(operands, *this)))
     return failure();
   if (failed(c.checkRingCloseInputs(getK(), getGate(), getTail(), getApe(),
                                     getInputRowOffsets(), getCacheLengths(),
@@ -502,10 +605,13 @@ LogicalResult StepOp::verify() {
                                   getK(), *all, headDim)) ||
       failed(c.checkShape(getPooled(), "pooled",
                           {ShapedType::kDynamic, headDim},
-                          "pools x head_dim")))
+                          "pools x head_dim")) ||
+      failed(c.checkElement(getPooled(), "pooled",
+                            c.type(getK()).getElementType(),
+                            " (the element type of 'k')")))
     return failure();
-  return c.checkElement(getPooled(), "pooled", c.type(getK()).getElementType(),
-                        " (the element type of 'k')");
+  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                      getRotate(), getScale(), getK(), headDim, *all);
 }
 
 void StepOp::getEffects(
@@ -513,9 +619,55 @@ void StepOp::getEffects(
         &effects) {
   // closed, closed_pool and pool_row_offsets are overwritten whole; pooled
   // keeps the rows no request claims and the ring is read and written.
+  // The pool cache keeps the entries no pool goes to.
   getDpsEffects(*this, effects, /*initsRead=*/true, [&](OpOperand &operand) {
-    return &operand == &getPooledMutable() || &operand == &getTailMutable();
+    return &operand == &getPooledMutable() || &operand == &getTailMutable() ||
+           operand.get() == getCacheKeys() ||
+           operand.get() == getCacheScales();
   });
+}
+
+//===----------------------------------------------------------------------===//
+// CacheEntryOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CacheEntryOp::verify() {
+  auto value = cast<MemRefType>(getValue().getType());
+  auto entry = cast<MemRefType>(getEntry().getType());
+  if (value.getDimSize(0) != entry.getDimSize(0) ||
+      ShapedType::isDynamic(value.getDimSize(0)))
+    return emitOpError() << "expected 'value' and 'entry' to have the same "
+                            "static length, got "
+                         << value << " and " << entry;
+  Type elt = entry.getElementType();
+  bool fp8 = isa<Float8E4M3FNType>(elt);
+  if (!fp8 && elt != value.getElementType())
+    return emitOpError() << "expected 'entry' element type to be "
+                         << value.getElementType()
+                         << " (the element type of 'value') or f8E4M3FN, got "
+                         << elt;
+  if (fp8 != bool(getScale()))
+    return emitOpError() << (fp8 ? "expected a 'scale' with an f8E4M3FN entry"
+                                 : "expected no 'scale' with an entry of the "
+                                   "value's element type");
+  if (getRotate() == Rotate::hadamard &&
+      !llvm::isPowerOf2_64(value.getDimSize(0)))
+    return emitOpError() << "expected a power-of-two length for "
+                            "rotate(hadamard), got "
+                         << value.getDimSize(0);
+  return success();
+}
+
+void CacheEntryOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  effects.emplace_back(MemoryEffects::Read::get(), &getValueMutable(),
+                       SideEffects::DefaultResource::get());
+  effects.emplace_back(MemoryEffects::Write::get(), &getEntryMutable(),
+                       SideEffects::DefaultResource::get());
+  for (OpOperand &scale : getScaleMutable())
+    effects.emplace_back(MemoryEffects::Write::get(), &scale,
+                         SideEffects::DefaultResource::get());
 }
 
 #define GET_OP_CLASSES

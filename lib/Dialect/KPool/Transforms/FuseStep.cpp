@@ -69,7 +69,7 @@ FailureOr<Step> matchStep(SeedTailOp seedTail) {
           rc.getHeadDim() == seedTail.getHeadDim() &&
           rc.getSlotIdx() == seedTail.getSlotIdx() &&
           rc.getNumRequests() == seedTail.getNumRequests() &&
-          rc.hasPureTensorSemantics() == tensors &&
+          rc.hasPureTensorSemantics() == tensors && !rc.getBlockTable() &&
           (tensors || rc->isBeforeInBlock(seedTail)))
         step.ringClose = rc;
     }
@@ -80,7 +80,7 @@ FailureOr<Step> matchStep(SeedTailOp seedTail) {
     auto cp = dyn_cast<CompressOp>(&op);
     if (!cp || !sameRequests(cp) || cp.getHeadDim() != seedTail.getHeadDim() ||
         cp.getApe() != step.ringClose.getApe() ||
-        cp.hasPureTensorSemantics() != tensors)
+        cp.hasPureTensorSemantics() != tensors || cp.getBlockTable())
       continue;
     PoolOffsetsOp po = offsetsOf(cp);
     if (!po || po->getBlock() != block || po.getKpool() != seedTail.getKpool() ||

@@ -18,7 +18,10 @@
 
 #include "kpool/Dialect/KPool/IR/KPoolDialect.h"
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
+#include "kpool/Dialect/KPool/IR/KPoolOps.h"
 #include "kpool/Dialect/KPool/Utils/Numerics.h"
+#include "kpool/Dialect/KPool/Utils/PoolCache.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -50,6 +53,8 @@ using namespace mlir::kpool;
 
 /// Widest access the hardware has per thread (ld.global.v4.b32).
 static constexpr int64_t kMaxAccessBytes = 16;
+/// Threads of a warp.
+static constexpr int64_t kWarpSize = 32;
 
 /// A 1-D linalg op over the channels of one row: the pooled-row generic,
 /// and the fills and copies of zero rows and ring rows.
@@ -170,6 +175,26 @@ void kpool::applyGPUFastMath(Region &region) {
   });
 }
 
+/// The e4m3fn codes of two clamped f32 values by the hardware conversion,
+/// `cvt.rn.satfinite.e4m3x2.f32` (round to nearest even; its first operand
+/// goes to the upper byte).
+static std::pair<Value, Value> hardwareE4M3FNPair(OpBuilder &b, Location l,
+                                                  Value lo, Value hi) {
+  Value packed = NVVM::ConvertF32x2ToF8x2Op::create(
+      b, l, b.getI16Type(), hi, lo,
+      NVVM::FPRoundingModeAttr::get(b.getContext(), NVVM::FPRoundingMode::RN),
+      NVVM::SaturationModeAttr::get(b.getContext(),
+                                    NVVM::SaturationMode::SATFINITE),
+      b.getBoolAttr(false), TypeAttr::get(b.getType<Float8E4M3FNType>()));
+  Type i8 = b.getI8Type(), i16 = b.getI16Type();
+  Value low = arith::TruncIOp::create(b, l, i8, packed);
+  Value high = arith::TruncIOp::create(
+      b, l, i8,
+      arith::ShRUIOp::create(b, l, packed,
+                             arith::ConstantIntOp::create(b, l, i16, 8)));
+  return {low, high};
+}
+
 namespace {
 
 /// Maps kernel loops with one set of options.
@@ -178,7 +203,8 @@ public:
   explicit KernelLoopMapper(const KernelLoopMappingOptions &options)
       : vectorBytes(options.vectorBytes), blockSize(options.blockSize),
         maxThreadsPerRow(options.maxThreadsPerRow),
-        gridBlocks(options.gridBlocks), fastMath(options.fastMath) {}
+        gridBlocks(options.gridBlocks), fastMath(options.fastMath),
+        hardwareFP8(options.hardwareFP8) {}
 
   /// Channels per thread and step for `op`: the widest power of two whose
   /// bytes fit `vectorBytes` and that divides the channel count, or 1 when a
@@ -623,6 +649,10 @@ public:
       }
     });
 
+    SmallVector<CacheEntryOp> cacheEntries;
+    loop.getBody()->walk(
+        [&](CacheEntryOp op) { cacheEntries.push_back(op); });
+
     // Lanes per row: enough for one access per lane over the widest row,
     // capped at a warp (or the option).
     int64_t lanes = 1;
@@ -633,6 +663,10 @@ public:
     }
     lanes =
         std::clamp<int64_t>(lanes, 1, std::max<int64_t>(maxThreadsPerRow, 1));
+    // A pool-cache entry is exchanged between the lanes of its row by warp
+    // shuffles: a row group must be an aligned power-of-two part of a warp.
+    if (!cacheEntries.empty())
+      lanes = std::min<int64_t>(llvm::PowerOf2Ceil(lanes), kWarpSize);
     int64_t rowsPerBlock = std::max<int64_t>(1, blockSize / lanes);
 
     IRRewriter rewriter(loop.getContext());
@@ -719,7 +753,7 @@ public:
     if (lanes > 1) {
       SmallVector<Operation *> writers;
       dest->walk<WalkOrder::PreOrder>([&](Operation *op) {
-        if (isChannelOp(op))
+        if (isChannelOp(op) || isa<CacheEntryOp>(op))
           return WalkResult::skip();
         if (!mayWrite(op))
           return WalkResult::advance();
@@ -744,12 +778,86 @@ public:
     for (linalg::LinalgOp op : channelOps)
       if (failed(distribute(rewriter, op, lane, lanes)))
         return failure();
+    for (CacheEntryOp op : cacheEntries)
+      distributeCacheEntry(rewriter, op, launch, lane, lanes);
     return success();
+  }
+
+  /// Replaces `op` by its row group's code: the lanes that wrote the
+  /// entry's pooled row meet at a warp barrier (which orders their stores
+  /// before the loads after it), then the first `cacheLanes` lanes (the
+  /// widest power of two that divides the row and is at most `lanes`) each
+  /// take channels `i * cacheLanes + lane`, exchanging values by
+  /// `shfl.sync.bfly` within the group. The guards around `op` depend on
+  /// the row only, so every lane of a group reaches the barrier.
+  void distributeCacheEntry(IRRewriter &rewriter, CacheEntryOp op,
+                            gpu::LaunchOp launch, Value lane, int64_t lanes) {
+    Location loc = op.getLoc();
+    rewriter.setInsertionPoint(op);
+    CacheEntryLanes entryLanes;
+    if (hardwareFP8)
+      entryLanes.toE4M3FNPair = hardwareE4M3FNPair;
+    // One lane per row (max-threads-per-row=1): the lane wrote the whole
+    // row itself, nothing to exchange.
+    if (lanes == 1) {
+      buildCacheEntry(rewriter, op, entryLanes);
+      rewriter.eraseOp(op);
+      return;
+    }
+    Type i32 = rewriter.getI32Type();
+    auto c32 = [&](int64_t v) -> Value {
+      return arith::ConstantIntOp::create(rewriter, loc, i32, v);
+    };
+    auto toI32 = [&](Value index) -> Value {
+      return arith::IndexCastUIOp::create(rewriter, loc, i32, index);
+    };
+    int64_t channels =
+        cast<MemRefType>(op.getValue().getType()).getDimSize(0);
+    int64_t cacheLanes = 1;
+    while (cacheLanes * 2 <= lanes && channels % (cacheLanes * 2) == 0)
+      cacheLanes *= 2;
+    // The group's first lane in its warp: (threadIdx.y * lanes) mod 32.
+    Value groupBase = arith::RemUIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(rewriter, loc,
+                              toI32(launch.getThreadIds().y), c32(lanes)),
+        c32(kWarpSize));
+    auto maskOf = [&](int64_t n) -> Value {
+      uint32_t bits = n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
+      return arith::ShLIOp::create(
+          rewriter, loc, c32(static_cast<int32_t>(bits)), groupBase);
+    };
+    NVVM::SyncWarpOp::create(rewriter, loc, maskOf(lanes));
+    Value cacheMask = maskOf(cacheLanes);
+    auto shuffleXor = [&](OpBuilder &b, Location l, Value v,
+                          int64_t m) -> Value {
+      return NVVM::ShflOp::create(b, l, v.getType(), cacheMask, v,
+                                  c32(static_cast<int32_t>(m)), c32(0x1f),
+                                  NVVM::ShflKind::bfly, UnitAttr());
+    };
+    entryLanes.lanes = cacheLanes;
+    entryLanes.lane = lane;
+    entryLanes.shuffleXor = shuffleXor;
+    if (cacheLanes < lanes) {
+      auto ifOp = scf::IfOp::create(
+          rewriter, loc,
+          arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult, lane,
+                                arith::ConstantIndexOp::create(rewriter, loc,
+                                                               cacheLanes)),
+          /*withElseRegion=*/false);
+      rewriter.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    }
+    if (cacheLanes == 1) {
+      entryLanes.lane = Value();
+      entryLanes.shuffleXor = nullptr;
+    }
+    buildCacheEntry(rewriter, op, entryLanes);
+    rewriter.eraseOp(op);
   }
 
 private:
   int64_t vectorBytes, blockSize, maxThreadsPerRow, gridBlocks;
-  bool fastMath;
+  bool fastMath, hardwareFP8;
 
   // State of the launch being built (mapLoop).
   /// The launch; values defined outside its body are kernel-invariant.
@@ -854,6 +962,7 @@ struct KPoolMapToGPUPass
     // approximate-exp asks for the CPU path's arithmetic: polynomial exp and
     // an IEEE division.
     options.fastMath = fastMath && !approximateExp;
+    options.hardwareFP8 = hardwareFP8;
     if (failed(verifyKernelLoopMappingOptions(func.getLoc(), options)))
       return signalPassFailure();
 

@@ -10,6 +10,8 @@
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "kpool/Dialect/KPool/IR/KPoolEnums.h.inc"
+
 #define GET_OP_CLASSES
 #include "kpool/Dialect/KPool/IR/KPoolOps.h.inc"
 

@@ -26,12 +26,68 @@ class KPool_Op<string mnemonic, list<Trait> traits = []>
 }
 
 //===----------------------------------------------------------------------===//
+// Pool-cache format
+//===----------------------------------------------------------------------===//
+
+include "mlir/IR/EnumAttr.td"
+
+def KPool_RotateNone : I32EnumAttrCase<"none", 0>;
+def KPool_RotateHadamard : I32EnumAttrCase<"hadamard", 1>;
+def KPool_RotateAttr : I32EnumAttr<"Rotate",
+    "rotation applied to a pool before it enters the pool cache",
+    [KPool_RotateNone, KPool_RotateHadamard]> {
+  let cppNamespace = "::mlir::kpool";
+}
+
+def KPool_ScaleAbsmax : I32EnumAttrCase<"absmax", 0>;
+def KPool_ScalePow2 : I32EnumAttrCase<"pow2", 1>;
+def KPool_ScaleAttr : I32EnumAttr<"Scale",
+    "how the f32 scale of an FP8 pool-cache entry is chosen",
+    [KPool_ScaleAbsmax, KPool_ScalePow2]> {
+  let cppNamespace = "::mlir::kpool";
+}
+
+/// The optional pool-cache destination of an op that produces pools: an
+/// input `block_table` (before the op's `outs`) and the outputs
+/// `cache_keys` and, when quantized, `cache_scales` (after them).
+defvar KPool_CacheFormatArgs = (ins OptionalAttr<KPool_RotateAttr>:$rotate,
+                                    OptionalAttr<KPool_ScaleAttr>:$scale);
+
+/// Assembly of the pool-cache destination, after `outs`.
+defvar KPool_CacheAssembly = [{
+    (`to_cache` `(` $block_table^ `,` $cache_keys (`,` $cache_scales^)?
+                `:` type($block_table) `,` type($cache_keys)
+                (`,` type($cache_scales)^)? `)`)?
+    (`rotate` `(` $rotate^ `)`)?
+    (`scale` `(` $scale^ `)`)?
+}];
+
+/// What every op with a pool-cache destination documents.
+defvar KPool_CacheDescription = [{
+
+    **Pool cache.** With `to_cache(%block_table, %cache_keys[, %cache_scales])`
+    each pool the op writes to its dense output is also stored, in the same
+    kernel, into entry `(block_table[b, p / page_size], p mod page_size)`
+    of `cache_keys` `[N, page_size, head_dim]` (and of `cache_scales`
+    `[N, page_size]` f32), `p` its absolute pool id and `b` its batch row.
+    `rotate(hadamard)` applies the scaled Walsh-Hadamard transform
+    (`head_dim` a power of two); `cache_keys` of the keys' element type
+    stores the value rounded to it, `f8E4M3FN` stores FP8 codes with one
+    scale per entry (`scale(absmax)`, the default, or `scale(pow2)`), and
+    `cache_scales` is present exactly then. An entry whose page is not below
+    `N`, or whose page index is not below the table's width, or whose batch
+    row is not below the table's rows, is not written (an i32 `-1` padding
+    entry reads as a huge unsigned page). The formulas are in
+    docs/semantics.md, "The pool cache".
+}];
+
+//===----------------------------------------------------------------------===//
 // compress
 //===----------------------------------------------------------------------===//
 
-def KPool_CompressOp : KPool_Op<"compress"> {
+def KPool_CompressOp : KPool_Op<"compress", [AttrSizedOperandSegments]> {
   let summary = "builds every pool made only of this call's tokens";
-  let description = [{
+  let description = !strconcat([{
     For each request `b`, with `s = input_row_offsets[b]`,
     `n = input_row_offsets[b+1] - s` and `c = cache_lengths[b]`, the pools
     `ceil(c / kpool) .. floor((c + n) / kpool) - 1` are made entirely of this
@@ -60,7 +116,8 @@ def KPool_CompressOp : KPool_Op<"compress"> {
               tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
         outs(%init : tensor<?x128xbf16>) -> tensor<?x128xbf16>
     ```
-  }];
+  }], KPool_CacheDescription, [{
+  }]);
   let arguments = !con(KPool_GeometryArgs, (ins
       KPool_TensorOrMemRef:$k,
       KPool_TensorOrMemRef:$gate,
@@ -68,9 +125,12 @@ def KPool_CompressOp : KPool_Op<"compress"> {
       KPool_TensorOrMemRef:$input_row_offsets,
       KPool_TensorOrMemRef:$pool_row_offsets,
       KPool_TensorOrMemRef:$cache_lengths,
-      KPool_TensorOrMemRef:$pooled));
+      Optional<KPool_TensorOrMemRef>:$block_table,
+      KPool_TensorOrMemRef:$pooled,
+      Optional<KPool_TensorOrMemRef>:$cache_keys,
+      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
-  let assemblyFormat = [{
+  let assemblyFormat = !strconcat([{
     `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
     `ins` `(` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
               $pool_row_offsets `,` $cache_lengths
@@ -78,11 +138,22 @@ def KPool_CompressOp : KPool_Op<"compress"> {
               type($input_row_offsets) `,` type($pool_row_offsets) `,`
               type($cache_lengths) `)`
     `outs` `(` $pooled `:` type($pooled) `)`
+  }], KPool_CacheAssembly, [{
     attr-dict (`->` type($result)^)?
-  }];
+  }]);
+  // The form without a pool cache.
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::IntegerAttr":$kpool,
+                   "::mlir::IntegerAttr":$head_dim, "::mlir::Value":$k, "::mlir::Value":$gate, "::mlir::Value":$ape, "::mlir::Value":$input_row_offsets, "::mlir::Value":$pool_row_offsets, "::mlir::Value":$cache_lengths, "::mlir::Value":$pooled), [{
+      build($_builder, $_state, results, kpool, head_dim, k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths, /*block_table=*/::mlir::Value(), pooled, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
+    }]>
+  ];
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
-      return getPooledMutable();
+      unsigned first = getPooledMutable().getOperandNumber();
+      return ::mlir::MutableOperandRange(getOperation(), first,
+                                         getOperation()->getNumOperands() -
+                                             first);
     }
   }];
 }
@@ -158,9 +229,9 @@ def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
 // ring_close
 //===----------------------------------------------------------------------===//
 
-def KPool_RingCloseOp : KPool_Op<"ring_close"> {
+def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
   let summary = "closes each request's pool that the tail ring holds open";
-  let description = [{
+  let description = !strconcat([{
     For each request `b < num_requests` (clamped to `[0, B]`), with
     `held = c mod kpool`: when `held > 0` and the request brings at least
     `kpool - held` tokens, pool `p = floor(c / kpool)` completes in this call.
@@ -196,7 +267,8 @@ def KPool_RingCloseOp : KPool_Op<"ring_close"> {
         outs(%pinit, %cinit : tensor<?x128xbf16>, tensor<?xi32>)
         -> tensor<?x128xbf16>, tensor<?xi32>
     ```
-  }];
+  }], KPool_CacheDescription, [{
+  }]);
   let arguments = !con(KPool_GeometryArgs, (ins
       KPool_TensorOrMemRef:$tail,
       KPool_TensorOrMemRef:$k,
@@ -206,10 +278,13 @@ def KPool_RingCloseOp : KPool_Op<"ring_close"> {
       KPool_TensorOrMemRef:$cache_lengths,
       KPool_TensorOrMemRef:$slot_idx,
       I32:$num_requests,
+      Optional<KPool_TensorOrMemRef>:$block_table,
       KPool_TensorOrMemRef:$pooled,
-      KPool_TensorOrMemRef:$closed_pool));
+      KPool_TensorOrMemRef:$closed_pool,
+      Optional<KPool_TensorOrMemRef>:$cache_keys,
+      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
-  let assemblyFormat = [{
+  let assemblyFormat = !strconcat([{
     `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
     `ins` `(` $tail `,` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
               $cache_lengths `,` $slot_idx
@@ -219,12 +294,22 @@ def KPool_RingCloseOp : KPool_Op<"ring_close"> {
     `num_requests` `(` $num_requests `)`
     `outs` `(` $pooled `,` $closed_pool `:` type($pooled) `,`
                type($closed_pool) `)`
+  }], KPool_CacheAssembly, [{
     attr-dict (`->` type($result)^)?
-  }];
+  }]);
+  // The form without a pool cache.
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::IntegerAttr":$kpool,
+                   "::mlir::IntegerAttr":$head_dim, "::mlir::Value":$tail, "::mlir::Value":$k, "::mlir::Value":$gate, "::mlir::Value":$ape, "::mlir::Value":$input_row_offsets, "::mlir::Value":$cache_lengths, "::mlir::Value":$slot_idx, "::mlir::Value":$num_requests, "::mlir::Value":$pooled, "::mlir::Value":$closed_pool), [{
+      build($_builder, $_state, results, kpool, head_dim, tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx, num_requests, /*block_table=*/::mlir::Value(), pooled, closed_pool, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
+    }]>
+  ];
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
-      return ::mlir::MutableOperandRange(getOperation(),
-          getPooledMutable().getOperandNumber(), 2);
+      unsigned first = getPooledMutable().getOperandNumber();
+      return ::mlir::MutableOperandRange(getOperation(), first,
+                                         getOperation()->getNumOperands() -
+                                             first);
     }
   }];
 }
@@ -281,10 +366,10 @@ def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets"> {
 // step
 //===----------------------------------------------------------------------===//
 
-def KPool_StepOp : KPool_Op<"step"> {
+def KPool_StepOp : KPool_Op<"step", [AttrSizedOperandSegments]> {
   let summary = "one serving step: ring_close, pool_offsets, compress and "
                 "seed_tail in one op";
-  let description = [{
+  let description = !strconcat([{
     Computes exactly what the four-op sequence of a serving step computes on
     the same operands:
 
@@ -344,7 +429,8 @@ def KPool_StepOp : KPool_Op<"step"> {
         -> tensor<?x128xbf16>, tensor<?xi32>, tensor<?xui32>,
            tensor<?x128xbf16>, tensor<?x2x4x128xbf16>
     ```
-  }];
+  }], KPool_CacheDescription, [{
+  }]);
   let arguments = !con(KPool_GeometryArgs, (ins
       KPool_TensorOrMemRef:$k,
       KPool_TensorOrMemRef:$gate,
@@ -353,13 +439,16 @@ def KPool_StepOp : KPool_Op<"step"> {
       KPool_TensorOrMemRef:$cache_lengths,
       KPool_TensorOrMemRef:$slot_idx,
       I32:$num_requests,
+      Optional<KPool_TensorOrMemRef>:$block_table,
       KPool_TensorOrMemRef:$closed,
       KPool_TensorOrMemRef:$closed_pool,
       KPool_TensorOrMemRef:$pool_row_offsets,
       KPool_TensorOrMemRef:$pooled,
-      KPool_TensorOrMemRef:$tail));
+      KPool_TensorOrMemRef:$tail,
+      Optional<KPool_TensorOrMemRef>:$cache_keys,
+      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
-  let assemblyFormat = [{
+  let assemblyFormat = !strconcat([{
     `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
     `ins` `(` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
               $cache_lengths `,` $slot_idx
@@ -371,14 +460,71 @@ def KPool_StepOp : KPool_Op<"step"> {
                $tail
            `:` type($closed) `,` type($closed_pool) `,`
                type($pool_row_offsets) `,` type($pooled) `,` type($tail) `)`
+  }], KPool_CacheAssembly, [{
     attr-dict (`->` type($result)^)?
-  }];
+  }]);
+  // The form without a pool cache.
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::IntegerAttr":$kpool,
+                   "::mlir::IntegerAttr":$head_dim, "::mlir::Value":$k, "::mlir::Value":$gate, "::mlir::Value":$ape, "::mlir::Value":$input_row_offsets, "::mlir::Value":$cache_lengths, "::mlir::Value":$slot_idx, "::mlir::Value":$num_requests, "::mlir::Value":$closed, "::mlir::Value":$closed_pool, "::mlir::Value":$pool_row_offsets, "::mlir::Value":$pooled, "::mlir::Value":$tail), [{
+      build($_builder, $_state, results, kpool, head_dim, k, gate, ape, input_row_offsets, cache_lengths, slot_idx, num_requests, /*block_table=*/::mlir::Value(), closed, closed_pool, pool_row_offsets, pooled, tail, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
+    }]>
+  ];
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
-      return ::mlir::MutableOperandRange(getOperation(),
-          getClosedMutable().getOperandNumber(), 5);
+      unsigned first = getClosedMutable().getOperandNumber();
+      return ::mlir::MutableOperandRange(getOperation(), first,
+                                         getOperation()->getNumOperands() -
+                                             first);
     }
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// cache_entry (lowering-level)
+//===----------------------------------------------------------------------===//
+
+def KPool_CacheEntryOp : Op<KPool_Dialect, "cache_entry", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "stores one pool into its pool-cache entry (lowering level)";
+  let description = [{
+    The per-pool step of a pool-cache store, as `convert-kpool-to-linalg`
+    emits it after the pooled row it belongs to: reads the pool's dense
+    value `value` (`[head_dim]`, bf16/f16/f32, the bits the dense output
+    holds), optionally rotates it, and writes the entry `entry`
+    (`[head_dim]`, the value's element type or `f8E4M3FN`) and, for FP8, its
+    scale `scale` (a 0-d f32 memref), by the formulas of docs/semantics.md
+    ("The pool cache"). The caller has already checked that the entry
+    exists. Buffer form only.
+
+    `kpool-lower-cache-entries` lowers it for the CPU (vector code, an exact
+    software FP8 conversion); `kpool-map-to-gpu` spreads it over the lanes
+    of the row group that wrote `value` (butterflies and the absmax
+    reduction by warp shuffles). Both use the one implementation in
+    `kpool/Dialect/KPool/Utils/PoolCache.h`.
+
+    Example:
+
+    ```mlir
+    kpool.cache_entry rotate(hadamard) scale(pow2) %row into %codes, %s
+        : memref<128xbf16, strided<[1], offset: ?>>,
+          memref<128xf8E4M3FN, strided<[1], offset: ?>>,
+          memref<f32, strided<[], offset: ?>>
+    ```
+  }];
+  let arguments = (ins
+      MemRefRankOf<[BF16, F16, F32], [1]>:$value,
+      MemRefRankOf<[BF16, F16, F32, F8E4M3FN], [1]>:$entry,
+      Optional<MemRefRankOf<[F32], [0]>>:$scale,
+      DefaultValuedAttr<KPool_RotateAttr, "::mlir::kpool::Rotate::none">:$rotate,
+      DefaultValuedAttr<KPool_ScaleAttr,
+                        "::mlir::kpool::Scale::absmax">:$scale_mode);
+  let assemblyFormat = [{
+    `rotate` `(` $rotate `)` `scale` `(` $scale_mode `)`
+    $value `into` $entry (`,` $scale^)? attr-dict
+    `:` type($value) `,` type($entry) (`,` type($scale)^)?
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_TD

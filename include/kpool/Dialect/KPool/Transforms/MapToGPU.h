@@ -40,6 +40,11 @@ struct KernelLoopMappingOptions {
   /// rewrite, so pools stay bit-identical across ops on one backend. See
   /// docs/gpu.md.
   bool fastMath = true;
+  /// FP8 codes of pool-cache entries by the hardware conversion
+  /// (`cvt.rn.satfinite.e4m3x2.f32`, sm_89 and later) instead of the exact
+  /// software conversion the CPU uses; both round to nearest even on the
+  /// same clamped values.
+  bool hardwareFP8 = true;
 };
 
 /// Rewrites the pooling arithmetic in `region` (the body of a pooled-row

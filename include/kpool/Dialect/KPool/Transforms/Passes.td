@@ -44,6 +44,28 @@ def KPoolVectorizePoolRowsPass : Pass<"kpool-vectorize-pool-rows"> {
   ];
 }
 
+def KPoolLowerCacheEntriesPass : Pass<"kpool-lower-cache-entries"> {
+  let summary = "Lower kpool.cache_entry to vector code (the CPU form)";
+  let description = [{
+    Rewrites each `kpool.cache_entry` that `convert-kpool-to-linalg` emits
+    after a pooled row into straight-line vector code for one thread: the
+    row as one vector of f32, the staged Walsh-Hadamard rotation as vector
+    shuffles, the absmax as a vector reduction, the pow2 scale and the FP8
+    (e4m3fn) codes by exact integer arithmetic on the bits. Unit-stride
+    views are read and written with vector loads and stores, others element
+    by element. The GPU form is kpool-map-to-gpu's (the same code,
+    `kpool/Dialect/KPool/Utils/PoolCache.h`, spread over a row group's
+    lanes).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
 def KPoolFuseStepPass : Pass<"kpool-fuse-step"> {
   let summary = "Fuse a serving step's four ops into kpool.step";
   let description = [{
@@ -58,8 +80,10 @@ def KPoolFuseStepPass : Pass<"kpool-fuse-step"> {
     the last of them is, and only when that moves nothing observable: on
     tensors no result of the four is used before that point; on buffers
     ring_close comes before seed_tail (it reads the ring that seed_tail
-    overwrites) and no other op between them has memory effects. Anything
-    else is left as it is.
+    overwrites) and no other op between them has memory effects. Ops with a
+    pool-cache destination (`to_cache`) are not fused (write the step as
+    `kpool.step ... to_cache(...)` directly). Anything else is left as it
+    is.
   }];
 }
 
@@ -96,6 +120,13 @@ def KPoolMapToGPUPass : Pass<"kpool-map-to-gpu", "::mlir::func::FuncOp"> {
     caller-provided device buffers), a function with kernels may keep only
     descriptor reads (`memref.dim`, strides) on the host: host allocations,
     copies and buffer accesses outside the parallel loops are rejected.
+
+    A pool-cache entry (`kpool.cache_entry`) is computed by the row group
+    that wrote its pooled row: the group (then a power of two of at most a
+    warp) meets at a warp barrier, and its lanes hold the entry's channels
+    `i * lanes + lane`, exchanging them for the rotation's butterflies and
+    the absmax reduction by `shfl.sync.bfly` (NVVM ops: the pass then
+    targets NVIDIA GPUs). Lane 0 stores the scale.
   }];
   let options = [
     Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"16",
@@ -125,10 +156,15 @@ def KPoolMapToGPUPass : Pass<"kpool-map-to-gpu", "::mlir::func::FuncOp"> {
     Option<"gridBlocks", "grid-blocks", "int64_t", /*default=*/"1024",
            "most blocks per launch; a grid-stride loop covers the rows past "
            "them, with row-invariant loads (ape) issued once per thread">,
+    Option<"hardwareFP8", "hardware-fp8", "bool", /*default=*/"true",
+           "FP8 codes of pool-cache entries by the hardware conversion "
+           "(cvt.rn.satfinite.e4m3x2.f32, sm_89+); false: the exact "
+           "software conversion of the CPU path">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
