@@ -223,6 +223,97 @@ kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
           bool validate);
 
 /*===----------------------------------------------------------------------===*
+ * The pool cache (docs/pool-cache.md)
+ *===----------------------------------------------------------------------===*/
+
+/// What the pool-cache kernels store per pool.
+typedef enum KPoolCacheEntry {
+  KPOOL_CACHE_NONE = 0,    ///< no pool-cache kernels
+  KPOOL_CACHE_ELEMENT = 1, ///< entries of the element type
+  KPOOL_CACHE_FP8 = 2,     ///< e4m3fn codes (bytes) with one f32 scale each
+} KPoolCacheEntry;
+
+/// The rotation before a pool enters the cache.
+typedef enum KPoolCacheRotate {
+  KPOOL_ROTATE_NONE = 0,
+  KPOOL_ROTATE_HADAMARD = 1, ///< head_dim must be a power of two
+} KPoolCacheRotate;
+
+/// How an FP8 entry's scale is chosen.
+typedef enum KPoolCacheScale {
+  KPOOL_SCALE_ABSMAX = 0, ///< max |y| / 448 (floored at 1e-4 / 448)
+  KPOOL_SCALE_POW2 = 1,   ///< the smallest power of two at or above that
+} KPoolCacheScale;
+
+/// Like kpoolKernelSetCreateForTarget, with the pool-cache kernels of one
+/// format (kpoolCompressCache, kpoolRingCloseCache, kpoolStepCache) besides
+/// the others. `scale` only matters for KPOOL_CACHE_FP8.
+KPOOL_CAPI_EXPORTED KPoolError *kpoolKernelSetCreateWithCache(
+    KPoolTarget target, KPoolElementType elementType, int64_t headDim,
+    int64_t kpool, bool openmp, int64_t vectorSize, KPoolCacheEntry entry,
+    KPoolCacheRotate rotate, KPoolCacheScale scale, KPoolKernelSet **result);
+
+/// The pool-cache kernels: their op (kpoolCompress, kpoolRingClose,
+/// kpoolStep) with every pool it produces also stored, in the same kernel,
+/// into entry (blockTable[b, p / page_size], p mod page_size) of
+/// `cacheKeys` [N, page_size, head_dim] (element type, or uint8 FP8 codes)
+/// and, for FP8, of `cacheScales` [N, page_size] float (any view, unused,
+/// for element entries). `blockTable` [B, pages per request] is uint32
+/// (-1 padding). With `validate`, every pool the call stores must have a
+/// page in the table below N, and no two requests may store into one entry;
+/// the error names the request and the table entry. Operands are in the
+/// kernel ABI's order (kpoolKernelAbiGetKernel).
+KPOOL_CAPI_EXPORTED KPoolError *kpoolCompressCache(
+    const KPoolKernelSet *kernels, const KPoolView *pooled,
+    const KPoolView *cacheKeys, const KPoolView *cacheScales,
+    const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
+    const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
+    const KPoolView *cacheLengths, const KPoolView *blockTable, void *stream,
+    bool validate);
+KPOOL_CAPI_EXPORTED KPoolError *kpoolRingCloseCache(
+    const KPoolKernelSet *kernels, const KPoolView *pooled,
+    const KPoolView *closedPool, const KPoolView *cacheKeys,
+    const KPoolView *cacheScales, const KPoolView *tail, const KPoolView *k,
+    const KPoolView *gate, const KPoolView *ape,
+    const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
+    const KPoolView *slotIdx, int32_t numRequests, const KPoolView *blockTable,
+    void *stream, bool validate);
+KPOOL_CAPI_EXPORTED KPoolError *kpoolStepCache(
+    const KPoolKernelSet *kernels, const KPoolView *closed,
+    const KPoolView *closedPool, const KPoolView *poolRowOffsets,
+    const KPoolView *pooled, const KPoolView *tail, const KPoolView *cacheKeys,
+    const KPoolView *cacheScales, const KPoolView *k, const KPoolView *gate,
+    const KPoolView *ape, const KPoolView *inputRowOffsets,
+    const KPoolView *cacheLengths, const KPoolView *slotIdx,
+    int32_t numRequests, const KPoolView *blockTable, void *stream,
+    bool validate);
+
+/// The checks `validate` makes, on host copies of the metadata (the other
+/// views only for their shapes); launch nothing.
+KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckCompressCache(
+    const KPoolKernelSet *kernels, const KPoolView *pooled,
+    const KPoolView *cacheKeys, const KPoolView *cacheScales,
+    const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
+    const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
+    const KPoolView *cacheLengths, const KPoolView *blockTable);
+KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckRingCloseCache(
+    const KPoolKernelSet *kernels, const KPoolView *pooled,
+    const KPoolView *closedPool, const KPoolView *cacheKeys,
+    const KPoolView *cacheScales, const KPoolView *tail, const KPoolView *k,
+    const KPoolView *gate, const KPoolView *ape,
+    const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
+    const KPoolView *slotIdx, int32_t numRequests,
+    const KPoolView *blockTable);
+KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckStepCache(
+    const KPoolKernelSet *kernels, const KPoolView *closed,
+    const KPoolView *closedPool, const KPoolView *poolRowOffsets,
+    const KPoolView *pooled, const KPoolView *tail, const KPoolView *cacheKeys,
+    const KPoolView *cacheScales, const KPoolView *k, const KPoolView *gate,
+    const KPoolView *ape, const KPoolView *inputRowOffsets,
+    const KPoolView *cacheLengths, const KPoolView *slotIdx,
+    int32_t numRequests, const KPoolView *blockTable);
+
+/*===----------------------------------------------------------------------===*
  * The kernel ABI
  *===----------------------------------------------------------------------===*/
 
@@ -241,6 +332,8 @@ typedef enum KPoolOperandKind {
   KPOOL_KIND_I32 = 2,
   KPOOL_KIND_F32 = 3,
   KPOOL_KIND_STREAM = 4, ///< a CUstream as void * (KPOOL_OPERAND_CONTEXT)
+  KPOOL_KIND_CACHE_ENTRY = 5, ///< the pool-cache entry's element: the
+                              ///< element type, or FP8 e4m3fn bytes
 } KPoolOperandKind;
 
 /// One operand of a kernel.

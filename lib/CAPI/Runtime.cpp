@@ -114,7 +114,8 @@ static int rawTarget(const KPoolTarget &target) {
 static KPoolError *kpoolKernelSetCreateImpl(int target, int elementType,
                                             int64_t headDim, int64_t kpool,
                                             bool openmp, int64_t vectorSize,
-                                            KPoolKernelSet **result) {
+                                            KPoolKernelSet **result,
+                                            kpool::CacheFormat cache = {}) {
   if (!result)
     return makeError("kernel set: the result pointer is null");
   *result = nullptr;
@@ -138,7 +139,45 @@ static KPoolError *kpoolKernelSetCreateImpl(int target, int elementType,
       target == KPOOL_TARGET_CUDA ? kpool::Target::CUDA : kpool::Target::CPU;
   config.openmp = openmp;
   config.vectorSize = vectorSize;
+  config.cache = cache;
   return getKernelSet("kernel set", config, result);
+}
+
+/// The value a C caller passed for an enum parameter.
+template <typename E> static int rawEnum(const E &value) {
+  int raw;
+  static_assert(sizeof(raw) == sizeof(value), "enum is int-sized");
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
+
+KPoolError *kpoolKernelSetCreateWithCache(
+    KPoolTarget target, KPoolElementType elementType, int64_t headDim,
+    int64_t kpool, bool openmp, int64_t vectorSize, KPoolCacheEntry entry,
+    KPoolCacheRotate rotate, KPoolCacheScale scale, KPoolKernelSet **result) {
+  return guard("kernel set", [&]() -> KPoolError * {
+    int e = rawEnum(entry), r = rawEnum(rotate), sc = rawEnum(scale);
+    if (result)
+      *result = nullptr;
+    if (e < KPOOL_CACHE_NONE || e > KPOOL_CACHE_FP8)
+      return makeError("kernel set: cache entry " + std::to_string(e) +
+                       " is not one of KPOOL_CACHE_NONE, KPOOL_CACHE_ELEMENT, "
+                       "KPOOL_CACHE_FP8");
+    if (r != KPOOL_ROTATE_NONE && r != KPOOL_ROTATE_HADAMARD)
+      return makeError("kernel set: rotation " + std::to_string(r) +
+                       " is not one of KPOOL_ROTATE_NONE, "
+                       "KPOOL_ROTATE_HADAMARD");
+    if (sc != KPOOL_SCALE_ABSMAX && sc != KPOOL_SCALE_POW2)
+      return makeError("kernel set: scale " + std::to_string(sc) +
+                       " is not one of KPOOL_SCALE_ABSMAX, KPOOL_SCALE_POW2");
+    kpool::CacheFormat cache;
+    cache.entry = static_cast<kpool::CacheEntry>(e);
+    cache.rotate = static_cast<kpool::CacheRotate>(r);
+    cache.scale = static_cast<kpool::CacheScale>(sc);
+    return kpoolKernelSetCreateImpl(rawTarget(target),
+                                    rawElementType(elementType), headDim, kpool,
+                                    openmp, vectorSize, result, cache);
+  });
 }
 
 KPoolError *kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
@@ -335,6 +374,118 @@ KPoolError *kpoolCheckStep(const KPoolKernelSet *kernels,
       });
 }
 
+KPoolError *kpoolCompressCache(const KPoolKernelSet *kernels,
+                               const KPoolView *pooled,
+                               const KPoolView *cacheKeys,
+                               const KPoolView *cacheScales,
+                               const KPoolView *k, const KPoolView *gate,
+                               const KPoolView *ape, const KPoolView *iro,
+                               const KPoolView *pro, const KPoolView *cache,
+                               const KPoolView *blockTable, void *stream,
+                               bool validate) {
+  return runKernel(kpool::abi::KernelId::CompressCache, kernels,
+                   {pooled, cacheKeys, cacheScales, k, gate, ape, iro, pro,
+                    cache, blockTable},
+                   [&](const kpool::KernelSet &set) {
+                     return set.compressCache(
+                         *pooled, *cacheKeys, *cacheScales, *k, *gate, *ape,
+                         *iro, *pro, *cache, *blockTable,
+                         kpool::Stream(stream), validation(validate));
+                   });
+}
+
+KPoolError *kpoolRingCloseCache(
+    const KPoolKernelSet *kernels, const KPoolView *pooled,
+    const KPoolView *closed, const KPoolView *cacheKeys,
+    const KPoolView *cacheScales, const KPoolView *tail, const KPoolView *k,
+    const KPoolView *gate, const KPoolView *ape, const KPoolView *iro,
+    const KPoolView *cache, const KPoolView *slots, int32_t numRequests,
+    const KPoolView *blockTable, void *stream, bool validate) {
+  return runKernel(kpool::abi::KernelId::RingCloseCache, kernels,
+                   {pooled, closed, cacheKeys, cacheScales, tail, k, gate, ape,
+                    iro, cache, slots, blockTable},
+                   [&](const kpool::KernelSet &set) {
+                     return set.ringCloseCache(
+                         *pooled, *closed, *cacheKeys, *cacheScales, *tail, *k,
+                         *gate, *ape, *iro, *cache, *slots, numRequests,
+                         *blockTable, kpool::Stream(stream),
+                         validation(validate));
+                   });
+}
+
+KPoolError *kpoolStepCache(
+    const KPoolKernelSet *kernels, const KPoolView *closed,
+    const KPoolView *closedPool, const KPoolView *pro, const KPoolView *pooled,
+    const KPoolView *tail, const KPoolView *cacheKeys,
+    const KPoolView *cacheScales, const KPoolView *k, const KPoolView *gate,
+    const KPoolView *ape, const KPoolView *iro, const KPoolView *cache,
+    const KPoolView *slots, int32_t numRequests, const KPoolView *blockTable,
+    void *stream, bool validate) {
+  return runKernel(kpool::abi::KernelId::StepCache, kernels,
+                   {closed, closedPool, pro, pooled, tail, cacheKeys,
+                    cacheScales, k, gate, ape, iro, cache, slots, blockTable},
+                   [&](const kpool::KernelSet &set) {
+                     return set.stepCache(
+                         *closed, *closedPool, *pro, *pooled, *tail,
+                         *cacheKeys, *cacheScales, *k, *gate, *ape, *iro,
+                         *cache, *slots, numRequests, *blockTable,
+                         kpool::Stream(stream), validation(validate));
+                   });
+}
+
+KPoolError *kpoolCheckCompressCache(
+    const KPoolKernelSet *kernels, const KPoolView *pooled,
+    const KPoolView *cacheKeys, const KPoolView *cacheScales,
+    const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
+    const KPoolView *iro, const KPoolView *pro, const KPoolView *cache,
+    const KPoolView *blockTable) {
+  return runKernel(kpool::abi::KernelId::CompressCache, kernels,
+                   {pooled, cacheKeys, cacheScales, k, gate, ape, iro, pro,
+                    cache, blockTable},
+                   [&](const kpool::KernelSet &set) {
+                     return set.checkCompressCache(*pooled, *cacheKeys,
+                                                   *cacheScales, *k, *gate,
+                                                   *ape, *iro, *pro, *cache,
+                                                   *blockTable);
+                   });
+}
+
+KPoolError *kpoolCheckRingCloseCache(
+    const KPoolKernelSet *kernels, const KPoolView *pooled,
+    const KPoolView *closed, const KPoolView *cacheKeys,
+    const KPoolView *cacheScales, const KPoolView *tail, const KPoolView *k,
+    const KPoolView *gate, const KPoolView *ape, const KPoolView *iro,
+    const KPoolView *cache, const KPoolView *slots, int32_t numRequests,
+    const KPoolView *blockTable) {
+  return runKernel(kpool::abi::KernelId::RingCloseCache, kernels,
+                   {pooled, closed, cacheKeys, cacheScales, tail, k, gate, ape,
+                    iro, cache, slots, blockTable},
+                   [&](const kpool::KernelSet &set) {
+                     return set.checkRingCloseCache(
+                         *pooled, *closed, *cacheKeys, *cacheScales, *tail, *k,
+                         *gate, *ape, *iro, *cache, *slots, numRequests,
+                         *blockTable);
+                   });
+}
+
+KPoolError *kpoolCheckStepCache(
+    const KPoolKernelSet *kernels, const KPoolView *closed,
+    const KPoolView *closedPool, const KPoolView *pro, const KPoolView *pooled,
+    const KPoolView *tail, const KPoolView *cacheKeys,
+    const KPoolView *cacheScales, const KPoolView *k, const KPoolView *gate,
+    const KPoolView *ape, const KPoolView *iro, const KPoolView *cache,
+    const KPoolView *slots, int32_t numRequests, const KPoolView *blockTable) {
+  return runKernel(kpool::abi::KernelId::StepCache, kernels,
+                   {closed, closedPool, pro, pooled, tail, cacheKeys,
+                    cacheScales, k, gate, ape, iro, cache, slots, blockTable},
+                   [&](const kpool::KernelSet &set) {
+                     return set.checkStepCache(
+                         *closed, *closedPool, *pro, *pooled, *tail,
+                         *cacheKeys, *cacheScales, *k, *gate, *ape, *iro,
+                         *cache, *slots, numRequests, *blockTable);
+                   });
+}
+
 KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
                              const KPoolView *pro, const KPoolView *iro,
                              const KPoolView *cache, void *stream,
@@ -440,7 +591,8 @@ static_assert(int(kpool::abi::Kind::Element) == KPOOL_KIND_ELEMENT &&
               int(kpool::abi::Kind::U32) == KPOOL_KIND_U32 &&
               int(kpool::abi::Kind::I32) == KPOOL_KIND_I32 &&
               int(kpool::abi::Kind::F32) == KPOOL_KIND_F32 &&
-              int(kpool::abi::Kind::Stream) == KPOOL_KIND_STREAM);
+              int(kpool::abi::Kind::Stream) == KPOOL_KIND_STREAM &&
+              int(kpool::abi::Kind::CacheEntry) == KPOOL_KIND_CACHE_ENTRY);
 
 const AbiTable &abiTable() {
   static const AbiTable *table = new AbiTable;

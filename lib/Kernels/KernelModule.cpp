@@ -3,6 +3,7 @@
 #include "kpool/Kernels/KernelModule.h"
 
 #include "kpool/Dialect/KPool/IR/KPoolDialect.h"
+#include "kpool/Dialect/KPool/IR/KPoolOps.h"
 #include "kpool/Runtime/View.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,13 +33,30 @@ std::string mlir::kpool::poolOffsetsPrefix(int64_t kpool) {
   return "kpool_offsets_k" + std::to_string(kpool) + "_";
 }
 
+bool mlir::kpool::isCacheKernel(abi::KernelId id) {
+  return StringRef(abi::kernel(id).name).ends_with("_cache");
+}
+
+std::string mlir::kpool::cacheFormatPrefix(const ::kpool::CacheFormat &cache) {
+  using ::kpool::CacheEntry;
+  if (cache.entry == CacheEntry::None)
+    return "";
+  std::string out = cache.entry == CacheEntry::FP8 ? "fp8_" : "elt_";
+  out += cache.rotate == ::kpool::CacheRotate::Hadamard ? "hadamard_" : "plain_";
+  if (cache.entry == CacheEntry::FP8)
+    out += cache.scale == ::kpool::CacheScale::Pow2 ? "pow2_" : "absmax_";
+  return out;
+}
+
 /// The argument type of `operand`: a strided memref of its shape with every
 /// stride and the offset dynamic, or the scalar's type.
 static Type argumentType(OpBuilder &b, const abi::Operand &operand,
-                         Type element, int64_t headDim, int64_t kpool) {
-  Type kind = operand.kind == abi::Kind::Element ? element
-              : operand.kind == abi::Kind::F32   ? Type(b.getF32Type())
-                                                 : Type(b.getI32Type());
+                         Type element, Type cacheEntry, int64_t headDim,
+                         int64_t kpool) {
+  Type kind = operand.kind == abi::Kind::Element      ? element
+              : operand.kind == abi::Kind::CacheEntry ? cacheEntry
+              : operand.kind == abi::Kind::F32        ? Type(b.getF32Type())
+                                                      : Type(b.getI32Type());
   if (operand.role == abi::Role::Context)
     return LLVM::LLVMPointerType::get(b.getContext());
   if (operand.role == abi::Role::Scalar)
@@ -63,7 +81,8 @@ static Type argumentType(OpBuilder &b, const abi::Operand &operand,
 OwningOpRef<ModuleOp>
 mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
                                int64_t headDim, int64_t kpool, StringRef prefix,
-                               bool poolOffsetsOnly) {
+                               bool poolOffsetsOnly,
+                               const ::kpool::CacheFormat &cache) {
   ctx.loadDialect<func::FuncDialect, memref::MemRefDialect, arith::ArithDialect,
                   LLVM::LLVMDialect, KPoolDialect>();
   OpBuilder b(&ctx);
@@ -74,13 +93,21 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
   Type element = type == KPOOL_BF16  ? Type(b.getBF16Type())
                  : type == KPOOL_F16 ? Type(b.getF16Type())
                                      : Type(b.getF32Type());
+  using ::kpool::CacheEntry;
+  bool withCache = cache.entry != CacheEntry::None;
+  bool fp8 = cache.entry == CacheEntry::FP8;
+  Type cacheEntry = fp8 ? Type(b.getType<Float8E4M3FNType>()) : element;
   for (const abi::Kernel &kernel : abi::kernels) {
     if (poolOffsetsOnly && kernel.id != abi::KernelId::PoolOffsets)
+      continue;
+    bool cacheKernel = isCacheKernel(kernel.id);
+    if (cacheKernel && !withCache)
       continue;
     SmallVector<Type> args;
     for (const abi::Operand &operand :
          ArrayRef(kernel.operands, kernel.numOperands))
-      args.push_back(argumentType(b, operand, element, headDim, kpool));
+      args.push_back(
+          argumentType(b, operand, element, cacheEntry, headDim, kpool));
     auto fn =
         func::FuncOp::create(b, loc, kernelFunctionName(prefix, kernel.id),
                              b.getFunctionType(args, {}));
@@ -90,31 +117,56 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
 
     // The op takes its `ins` (inputs and scalars) first, then its `outs`;
     // the entry point takes the outputs first.
+    // A `*_cache` kernel is its op with the pool-cache destination.
+    StringRef opName = kernel.name;
+    opName.consume_back("_cache");
     OperationState state(
-        loc, (KPoolDialect::getDialectNamespace() + "." + kernel.name).str());
+        loc, (KPoolDialect::getDialectNamespace() + "." + opName).str());
     state.addAttribute("kpool", b.getI64IntegerAttr(kpool));
     if (kernel.geometry == abi::Geometry::KPoolHeadDim)
       state.addAttribute("head_dim", b.getI64IntegerAttr(headDim));
+    if (cacheKernel) {
+      state.addAttribute(
+          "rotate", RotateAttr::get(&ctx, cache.rotate ==
+                                                  ::kpool::CacheRotate::Hadamard
+                                              ? Rotate::hadamard
+                                              : Rotate::none));
+      if (fp8)
+        state.addAttribute(
+            "scale", ScaleAttr::get(&ctx, cache.scale ==
+                                                  ::kpool::CacheScale::Pow2
+                                              ? Scale::pow2
+                                              : Scale::absmax));
+    }
+    // Operand segments of the ops with an optional pool-cache destination:
+    // `block_table` after the inputs, `cache_keys` and `cache_scales` after
+    // the outputs, each 1 in a `*_cache` kernel (`cache_scales` only for
+    // FP8 entries: the argument is then ignored) and 0 otherwise.
     SmallVector<int32_t> segments;
     for (bool outputs : {false, true}) {
       for (auto [operand, arg] :
            llvm::zip(ArrayRef(kernel.operands, kernel.numOperands),
-                     fn.getArguments()))
-        if (operand.role != abi::Role::Context &&
-            (operand.role == abi::Role::Output) == outputs) {
-          state.addOperands(arg);
-          segments.push_back(1);
+                     fn.getArguments())) {
+        if (operand.role == abi::Role::Context ||
+            (operand.role == abi::Role::Output) != outputs)
+          continue;
+        if (StringRef(operand.name) == "cache_scales" && !fp8) {
+          segments.push_back(0);
+          continue;
         }
-      // The kernels write no pool cache: the optional `block_table` (after
-      // the inputs) and `cache_keys`, `cache_scales` (after the outputs)
-      // are absent.
-      segments.push_back(0);
-      if (outputs)
+        state.addOperands(arg);
+        segments.push_back(1);
+      }
+      if (!cacheKernel) {
         segments.push_back(0);
+        if (outputs)
+          segments.push_back(0);
+      }
     }
-    std::optional<RegisteredOperationName> opName =
+    std::optional<RegisteredOperationName> registered =
         RegisteredOperationName::lookup(state.name.getStringRef(), &ctx);
-    if (opName && opName->hasTrait<OpTrait::AttrSizedOperandSegments>())
+    if (registered &&
+        registered->hasTrait<OpTrait::AttrSizedOperandSegments>())
       state.addAttribute("operandSegmentSizes",
                          b.getDenseI32ArrayAttr(segments));
     b.create(state);

@@ -21,7 +21,8 @@ The library is found through ``$KPOOL_CAPI_LIB`` or next to an install; see
 
 from . import reference
 from ._capi import KPoolError, LibraryNotFoundError, library_path
-from .runtime import (KernelSet, PoolStore, ProducedPool, compress,
+from .runtime import (KernelSet, PagedPoolStore, PoolStore, ProducedPool,
+                      compress,
                       kernel_set, pool_offsets, ring_close, ring_holds_pending,
                       seed_tail)
 from .types import (DTYPES, bf16_to_f32, element_type, f32_to_bf16, from_f32,
@@ -32,6 +33,7 @@ __all__ = [
     "KPoolError",
     "KernelSet",
     "LibraryNotFoundError",
+    "PagedPoolStore",
     "PoolStore",
     "ring_holds_pending",
     "ProducedPool",

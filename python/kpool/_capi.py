@@ -47,6 +47,15 @@ KIND_U32 = 1
 KIND_I32 = 2
 KIND_F32 = 3
 KIND_STREAM = 4
+KIND_CACHE_ENTRY = 5
+
+CACHE_NONE = 0
+CACHE_ELEMENT = 1
+CACHE_FP8 = 2
+ROTATE_NONE = 0
+ROTATE_HADAMARD = 1
+SCALE_ABSMAX = 0
+SCALE_POW2 = 1
 
 #: One operand of a kernel: ``name``, ``role`` (OUTPUT, INPUT, SCALAR, or
 #: CONTEXT for the caller's stream, always last),
@@ -155,6 +164,9 @@ def _declare(lib):
        c_bool, c_int64, ctypes.POINTER(c_void_p))
     fn("kpoolKernelSetCreateForTarget", _ErrorP, ctypes.c_int, ctypes.c_int,
        c_int64, c_int64, c_bool, c_int64, ctypes.POINTER(c_void_p))
+    fn("kpoolKernelSetCreateWithCache", _ErrorP, ctypes.c_int, ctypes.c_int,
+       c_int64, c_int64, c_bool, c_int64, ctypes.c_int, ctypes.c_int,
+       ctypes.c_int, ctypes.POINTER(c_void_p))
     fn("kpoolPoolOffsetsKernelCreate", _ErrorP, c_int64,
        ctypes.POINTER(c_void_p))
     fn("kpoolKernelSetDestroy", None, c_void_p)

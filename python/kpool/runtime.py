@@ -26,6 +26,7 @@ from .types import DTYPES, element_type
 
 __all__ = [
     "KernelSet",
+    "PagedPoolStore",
     "PoolStore",
     "ProducedPool",
     "kernel_set",
@@ -38,6 +39,19 @@ __all__ = [
 
 _ETYPE_CODES = {"bf16": _capi.BF16, "f16": _capi.F16, "f32": _capi.F32}
 _TARGET_CODES = {"cpu": _capi.TARGET_CPU, "cuda": _capi.TARGET_CUDA}
+_CACHE_CODES = {None: _capi.CACHE_NONE, "element": _capi.CACHE_ELEMENT,
+                "fp8": _capi.CACHE_FP8}
+_ROTATE_CODES = {"none": _capi.ROTATE_NONE,
+                 "hadamard": _capi.ROTATE_HADAMARD}
+_SCALE_CODES = {"absmax": _capi.SCALE_ABSMAX, "pow2": _capi.SCALE_POW2}
+
+
+def _choice(op, name, value, codes):
+    if value not in codes:
+        raise KPoolError(f"{op}: {name} must be one of "
+                         + ", ".join(repr(c) for c in codes)
+                         + f", got {value!r}")
+    return value
 
 #: One pool a :meth:`PoolStore.step` produced: its request's ring ``slot``,
 #: its ``pool`` id (absolute positions ``[pool*K, (pool+1)*K)``) and whether
@@ -251,18 +265,26 @@ class KernelSet:
     """
 
     def __init__(self, dtype, head_dim, kpool, *, openmp=False,
-                 vector_size=16, target="cpu"):
+                 vector_size=16, target="cpu", cache=None, rotate="none",
+                 scale="absmax"):
         (self.element_type, self.head_dim, self.kpool, self.openmp,
          self.vector_size, self.target) = _config(
              "kernel set", dtype, head_dim, kpool, openmp, vector_size,
              target)
         self.dtype = DTYPES[self.element_type]
+        #: The pool-cache format (docs/pool-cache.md): ``cache`` None (no
+        #: cache kernels), "element" or "fp8"; ``rotate`` "none" or
+        #: "hadamard"; ``scale`` "absmax" or "pow2" (FP8 only).
+        self.cache = _choice("kernel set", "cache", cache, _CACHE_CODES)
+        self.rotate = _choice("kernel set", "rotate", rotate, _ROTATE_CODES)
+        self.scale = _choice("kernel set", "scale", scale, _SCALE_CODES)
         lib = _capi.load()
         handle = ctypes.c_void_p()
-        _capi.check(lib.kpoolKernelSetCreateForTarget(
+        _capi.check(lib.kpoolKernelSetCreateWithCache(
             _TARGET_CODES[self.target], _ETYPE_CODES[self.element_type],
             self.head_dim, self.kpool, self.openmp, self.vector_size,
-            ctypes.byref(handle)))
+            _CACHE_CODES[self.cache], _ROTATE_CODES[self.rotate],
+            _SCALE_CODES[self.scale], ctypes.byref(handle)))
         self._lib = lib
         self._handle = handle
 
@@ -282,6 +304,9 @@ class KernelSet:
         the ABI's description of the operand."""
         kernel = _capi.kernels()[op]
         dtypes = {_capi.KIND_ELEMENT: self.dtype,
+                  _capi.KIND_CACHE_ENTRY: (np.dtype(np.uint8)
+                                           if self.cache == "fp8"
+                                           else self.dtype),
                   _capi.KIND_U32: np.dtype(np.uint32),
                   _capi.KIND_I32: np.dtype(np.int32),
                   _capi.KIND_F32: np.dtype(np.float32)}
@@ -294,6 +319,52 @@ class KernelSet:
             for o in kernel.operands]
         _capi.check(getattr(self._lib, kernel.capi_function)(
             self._handle, *args, validate))
+
+    def _cache_operands(self, op, batch, block_table, cache_keys,
+                        cache_scales):
+        """The pool-cache operands of a call (empty without a table): the
+        table as uint32 ``[batch, W]`` (int32 -1 padding kept as its bits),
+        the keys, and the scales (a dummy for element entries)."""
+        if block_table is None:
+            if cache_keys is not None or cache_scales is not None:
+                raise KPoolError(f"{op}: 'cache_keys' and 'cache_scales' "
+                                 "need a 'block_table'")
+            return {}
+        if self.cache is None:
+            raise KPoolError(f"{op}: this kernel set has no pool-cache "
+                             "kernels: create it with cache='fp8' or "
+                             "cache='element'")
+        table = (block_table if isinstance(block_table, np.ndarray)
+                 else np.asarray(block_table, dtype=np.int64))
+        if table.ndim != 2:
+            raise KPoolError(f"{op}: 'block_table' must be [batch, pages], "
+                             f"got shape {list(table.shape)}")
+        if table.dtype == np.int32:
+            table = table.view(np.uint32)
+        elif table.dtype != np.uint32:
+            if not np.issubdtype(table.dtype, np.integer):
+                raise TypeError(f"{op}: 'block_table' must hold integers, "
+                                f"got dtype {table.dtype}")
+            bad = (table < -1) | (table > 0xFFFFFFFF)
+            if bad.any():
+                i, j = (int(x) for x in np.argwhere(bad)[0])
+                raise KPoolError(f"{op}: block_table[{i}, {j}] = "
+                                 f"{int(table[i, j])} is not a page id "
+                                 "(uint32, or -1 padding)")
+            table = table.astype(np.int64).astype(np.uint32)
+        if cache_keys is None:
+            raise KPoolError(f"{op}: a 'block_table' needs 'cache_keys'")
+        if self.cache == "fp8":
+            if cache_scales is None:
+                raise KPoolError(f"{op}: FP8 entries need 'cache_scales' "
+                                 "[pages, page_size] float32")
+        elif cache_scales is not None:
+            raise KPoolError(f"{op}: entries of the element type have no "
+                             "'cache_scales'")
+        else:
+            cache_scales = np.zeros((0, 0), dtype=np.float32)
+        return {"block_table": table, "cache_keys": cache_keys,
+                "cache_scales": cache_scales}
 
     def prepare(self, stream=None):
         """Loads what the kernels need (GPU modules) in the context of
@@ -323,10 +394,18 @@ class KernelSet:
 
     @_host_arrays
     def compress(self, k, gate, ape, input_row_offsets, pool_row_offsets,
-                 cache_lengths, *, out=None, validate=True, stream=None):
+                 cache_lengths, *, out=None, validate=True, stream=None,
+                 block_table=None, cache_keys=None, cache_scales=None):
         """kpool.compress: returns ``pooled`` (``out``, or a new zero-filled
         ``[pool_row_offsets[B], head_dim]`` array). ``pool_row_offsets`` may
-        be None: it is computed with :meth:`pool_offsets` first."""
+        be None: it is computed with :meth:`pool_offsets` first.
+
+        With ``block_table`` ``[B, W]`` (a set with a cache format), every
+        pool is also stored in the same kernel into entry
+        ``(block_table[b, p // page_size], p % page_size)`` of
+        ``cache_keys`` ``[N, page_size, head_dim]`` (uint8 FP8 codes, or
+        the element type) and, for FP8, ``cache_scales`` ``[N, page_size]``
+        float32, both written in place (docs/pool-cache.md)."""
         op = "compress"
         cache = _meta(op, "cache_lengths", cache_lengths)
         iro = _meta(op, "input_row_offsets", input_row_offsets)
@@ -339,9 +418,12 @@ class KernelSet:
         if out is None:
             rows = int(pro[-1]) if cache.shape[0] and pro.shape[0] else 0
             out = np.zeros((rows, self.head_dim), dtype=self.dtype)
-        self._call(op, validate, stream=stream, pooled=out, k=k, gate=gate, ape=ape,
+        extra = self._cache_operands(op, cache.shape[0], block_table,
+                                     cache_keys, cache_scales)
+        self._call(op + ("_cache" if extra else ""), validate, stream=stream,
+                   pooled=out, k=k, gate=gate, ape=ape,
                    input_row_offsets=iro, pool_row_offsets=pro,
-                   cache_lengths=cache)
+                   cache_lengths=cache, **extra)
         return out
 
     @_host_arrays
@@ -362,10 +444,12 @@ class KernelSet:
     @_host_arrays
     def ring_close(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
                    slot_idx, num_requests=None, *, pooled=None,
-                   closed_pool=None, validate=True, stream=None):
+                   closed_pool=None, validate=True, stream=None,
+                   block_table=None, cache_keys=None, cache_scales=None):
         """kpool.ring_close: returns ``(pooled [B, head_dim], closed_pool
         [B] int32)``, into the given arrays or new ones. ``tail`` is only
-        read."""
+        read. ``block_table``, ``cache_keys``, ``cache_scales``: the pool
+        cache, as in :meth:`compress`."""
         op = "ring_close"
         iro, cache, slots, n = _ring_metadata(
             op, input_row_offsets, cache_lengths, slot_idx, num_requests)
@@ -376,23 +460,29 @@ class KernelSet:
             closed_pool = np.zeros(batch, dtype=np.int32)
         closed = _out_meta(op, "closed_pool", closed_pool, batch,
                            (np.dtype(np.int32),))
-        self._call(op, validate, stream=stream, pooled=pooled, closed_pool=closed, tail=tail,
+        extra = self._cache_operands(op, batch, block_table, cache_keys,
+                                     cache_scales)
+        self._call(op + ("_cache" if extra else ""), validate, stream=stream,
+                   pooled=pooled, closed_pool=closed, tail=tail,
                    k=k, gate=gate, ape=ape, input_row_offsets=iro,
                    cache_lengths=cache, slot_idx=slots,
-                   num_requests=n)
+                   num_requests=n, **extra)
         return pooled, closed_pool
 
     @_host_arrays
     def step(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
              slot_idx, num_requests=None, *, pooled=None, validate=True,
-             stream=None):
+             stream=None, block_table=None, cache_keys=None,
+             cache_scales=None):
         """kpool.step, the fused serving step: ring_close, pool_offsets,
         compress and seed_tail in one kernel. Updates ``tail`` in place and
         returns ``(closed [B, head_dim], closed_pool [B] int32,
         pool_row_offsets [B+1] uint32, pooled)``: ``pooled`` is the given
         array (its rows a capacity) or a new zero-filled one of
         ``floor(T / kpool) + B`` rows, the most a call of ``T`` tokens can
-        complete; its first ``pool_row_offsets[B]`` rows are the pools."""
+        complete; its first ``pool_row_offsets[B]`` rows are the pools.
+        ``block_table``, ``cache_keys``, ``cache_scales``: the pool cache,
+        as in :meth:`compress` (every pool the step produces)."""
         op = "step"
         iro, cache, slots, n = _ring_metadata(
             op, input_row_offsets, cache_lengths, slot_idx, num_requests)
@@ -404,12 +494,14 @@ class KernelSet:
         closed = np.zeros((batch, self.head_dim), dtype=self.dtype)
         closed_pool = np.zeros(batch, dtype=np.int32)
         pro = np.zeros(batch + 1, dtype=np.uint32)
-        self._call(op, validate, stream=stream, closed=closed,
-                   closed_pool=closed_pool,
+        extra = self._cache_operands(op, batch, block_table, cache_keys,
+                                     cache_scales)
+        self._call(op + ("_cache" if extra else ""), validate, stream=stream,
+                   closed=closed, closed_pool=closed_pool,
                    pool_row_offsets=pro, pooled=pooled, tail=tail, k=k,
                    gate=gate, ape=ape, input_row_offsets=iro,
                    cache_lengths=cache, slot_idx=slots,
-                   num_requests=n)
+                   num_requests=n, **extra)
         return closed, closed_pool, pro, pooled
 
 
@@ -453,13 +545,17 @@ def _shared(key, create):
 
 
 def kernel_set(dtype, head_dim, kpool, *, openmp=False, vector_size=16,
-               target="cpu"):
+               target="cpu", cache=None, rotate="none", scale="absmax"):
     """The shared :class:`KernelSet` of a configuration (created once)."""
     key = _config("kernel set", dtype, head_dim, kpool, openmp, vector_size,
-                  target)
+                  target) + (
+        _choice("kernel set", "cache", cache, _CACHE_CODES),
+        _choice("kernel set", "rotate", rotate, _ROTATE_CODES),
+        _choice("kernel set", "scale", scale, _SCALE_CODES))
     return _shared(key, lambda: KernelSet(key[0], key[1], key[2],
                                           openmp=key[3], vector_size=key[4],
-                                          target=key[5]))
+                                          target=key[5], cache=key[6],
+                                          rotate=key[7], scale=key[8]))
 
 
 class _OffsetsKernel(KernelSet):
@@ -470,6 +566,7 @@ class _OffsetsKernel(KernelSet):
         self.element_type, self.dtype = "f32", DTYPES["f32"]
         self.head_dim, self.kpool = 1, _int("pool_offsets", "kpool", kpool, 1)
         self.openmp, self.vector_size, self.target = False, 0, "cpu"
+        self.cache, self.rotate, self.scale = None, "none", "absmax"
         lib = _capi.load()
         handle = ctypes.c_void_p()
         _capi.check(lib.kpoolPoolOffsetsKernelCreate(self.kpool,
@@ -762,3 +859,183 @@ def _stream_handle(stream):
             return value or None
     raise TypeError(f"stream: expected a CUstream (int) or a stream object "
                     f"with cuda_stream, ptr or handle, got {type(stream).__name__}")
+
+
+class PagedPoolStore:
+    """The pooled keys of every slot in the production pool cache.
+
+    A tail ring per slot, as in :class:`PoolStore`, but every pool goes
+    straight into a paged cache (docs/pool-cache.md), optionally rotated by
+    the Walsh-Hadamard transform and quantized to FP8 (e4m3fn) with one
+    float32 scale per pool: each :meth:`step` is one fused kernel
+    (``kpool.step`` with ``to_cache``) that pools, rounds, rotates,
+    quantizes and stores.
+
+    The cache is one uint8 allocation (:attr:`buffer`) of ``num_pages``
+    pages of ``page_stride`` bytes: ``page_size * head_dim`` entry elements
+    (uint8 codes for ``entry="fp8"``, the element type for
+    ``entry="element"``) then, for FP8, ``page_size`` float32 scales, the
+    DeepSeek/vLLM indexer page. :attr:`cache_keys` and :attr:`cache_scales`
+    are strided views of it. ``page_stride`` defaults to the page's size; a
+    larger one pads the pages. A slot's pools get pages from a free list as
+    they need them (:meth:`pages`), in the order the list gives them;
+    ``page_order`` (a permutation of the page ids) sets that order, e.g. to
+    test pages out of order. :meth:`release` returns a slot's pages.
+    """
+
+    def __init__(self, ape, max_slots, dtype, *, page_size, num_pages,
+                 entry="fp8", rotate="hadamard", scale="absmax",
+                 page_stride=None, page_order=None, ring_window=None,
+                 openmp=False, vector_size=16):
+        op = "paged pool store"
+        ape = np.ascontiguousarray(np.asarray(ape, dtype=np.float32))
+        if ape.ndim != 2:
+            raise KPoolError(f"{op}: 'ape' must be [kpool, head_dim], got "
+                             f"shape {list(ape.shape)}")
+        _choice(op, "entry", entry, ("element", "fp8"))
+        self.kernels = kernel_set(dtype, ape.shape[1], ape.shape[0],
+                                  openmp=openmp, vector_size=vector_size,
+                                  cache=entry, rotate=rotate, scale=scale)
+        self.dtype, self.head_dim = self.kernels.dtype, self.kernels.head_dim
+        self.kpool = self.kernels.kpool
+        #: ``(entry, rotate, scale)``.
+        self.format = (entry, rotate, scale)
+        self.max_slots = _int(op, "max_slots", max_slots, 1, 2**31)
+        self.page_size = _int(op, "page_size", page_size, 1, 2**31)
+        self.num_pages = _int(op, "num_pages", num_pages, 1, 2**31 - 1)
+        window = self.kpool if ring_window is None else _int(
+            op, "ring_window", ring_window, self.kpool, 2**31)
+        self.ring_window = window
+        esize = 1 if entry == "fp8" else self.dtype.itemsize
+        keys_bytes = self.page_size * self.head_dim * esize
+        page_bytes = keys_bytes + (4 * self.page_size if entry == "fp8" else 0)
+        self.page_stride = page_bytes if page_stride is None else _int(
+            op, "page_stride", page_stride, page_bytes)
+        align = 4 if entry == "fp8" else esize
+        if self.page_stride % align or keys_bytes % align:
+            raise KPoolError(f"{op}: page_stride {self.page_stride} and the "
+                             f"page's {keys_bytes} entry bytes must be "
+                             f"multiples of {align} (the scales' alignment)")
+        self._ape = ape
+        #: The whole cache, ``[num_pages, page_stride]`` uint8.
+        self.buffer = np.zeros((self.num_pages, self.page_stride),
+                               dtype=np.uint8)
+        flat = self.buffer.reshape(-1)
+        keys_dtype = np.dtype(np.uint8) if entry == "fp8" else self.dtype
+        #: ``[num_pages, page_size, head_dim]`` entries (a view of buffer).
+        self.cache_keys = np.lib.stride_tricks.as_strided(
+            flat.view(keys_dtype), (self.num_pages, self.page_size,
+                                    self.head_dim),
+            (self.page_stride, self.head_dim * esize, esize))
+        #: ``[num_pages, page_size]`` float32 scales (FP8), or None.
+        self.cache_scales = None
+        if entry == "fp8":
+            self.cache_scales = np.lib.stride_tricks.as_strided(
+                flat[keys_bytes:].view(np.float32),
+                (self.num_pages, self.page_size), (self.page_stride, 4))
+        self.tail = np.zeros((self.max_slots, 2, window, self.head_dim),
+                             dtype=self.dtype)
+        order = (range(self.num_pages) if page_order is None
+                 else [_int(op, "page_order", p, 0, self.num_pages - 1)
+                       for p in page_order])
+        if sorted(order) != list(range(self.num_pages)):
+            raise KPoolError(f"{op}: page_order must be a permutation of the "
+                             f"{self.num_pages} page ids")
+        self._free = list(order)[::-1]     # pop() gives them in order
+        self._pages = [[] for _ in range(self.max_slots)]
+        self._tokens = [0] * self.max_slots
+
+    def _slot(self, op, slot):
+        slot = _int(op, "slot", slot, -2**63)
+        if not 0 <= slot < self.max_slots:
+            raise KPoolError(f"{op}: slot {slot} is not in [0, max_slots = "
+                             f"{self.max_slots})")
+        return slot
+
+    def step(self, k, gate, input_row_offsets, slots):
+        """Runs one call (request ``b`` brings rows ``[iro[b], iro[b+1])``
+        for slot ``slots[b]``); returns ``[(slot, pool), ...]``, the pools
+        it stored, per request in id order. Pages for the new pools come
+        from the free list first; on an error (bad metadata, no free page)
+        nothing changes."""
+        op = "step"
+        slot_list = [self._slot(op, s) for s in
+                     _meta(op, "slot_idx", slots).tolist()]
+        iro = _meta(op, "input_row_offsets", input_row_offsets,
+                    len(slot_list) + 1)
+        if len(set(slot_list)) != len(slot_list):
+            raise KPoolError(f"{op}: a slot appears twice in one call")
+        counts = [int(iro[b + 1]) - int(iro[b]) for b in range(len(slot_list))]
+        if any(n < 0 for n in counts):
+            b = next(b for b, n in enumerate(counts) if n < 0)
+            raise KPoolError(f"{op}: request {b}: input_row_offsets are "
+                             "reversed")
+        needed = []
+        for slot, n in zip(slot_list, counts):
+            pools = (self._tokens[slot] + n) // self.kpool
+            needed.append(max(0, -(-pools // self.page_size)
+                              - len(self._pages[slot])))
+        if sum(needed) > len(self._free):
+            raise KPoolError(f"{op}: the call needs {sum(needed)} new pages, "
+                             f"{len(self._free)} are free")
+        taken = []
+        for slot, extra in zip(slot_list, needed):
+            for _ in range(extra):
+                page = self._free.pop()
+                self._pages[slot].append(page)
+                taken.append((slot, page))
+        width = max([len(self._pages[s]) for s in slot_list] + [1])
+        table = np.full((len(slot_list), width), -1, dtype=np.int64)
+        for b, slot in enumerate(slot_list):
+            table[b, :len(self._pages[slot])] = self._pages[slot]
+        cache = np.array([self._tokens[s] for s in slot_list], dtype=np.uint32)
+        try:
+            self.kernels.step(self.tail, k, gate, self._ape, iro, cache,
+                              np.array(slot_list, dtype=np.uint32),
+                              block_table=table, cache_keys=self.cache_keys,
+                              cache_scales=self.cache_scales)
+        except Exception:
+            for slot, page in reversed(taken):
+                self._pages[slot].pop()
+                self._free.append(page)
+            raise
+        stored = []
+        for slot, n in zip(slot_list, counts):
+            c = self._tokens[slot]
+            stored += [(slot, p) for p in range(c // self.kpool,
+                                                (c + n) // self.kpool)]
+            self._tokens[slot] = c + n
+        return stored
+
+    def tokens(self, slot):
+        """Tokens the slot has seen (its next cache length)."""
+        return self._tokens[self._slot("tokens", slot)]
+
+    def num_pools(self, slot):
+        """Complete pools of the slot (ids ``0 .. num_pools - 1``)."""
+        return self.tokens(slot) // self.kpool
+
+    def pages(self, slot):
+        """The slot's pages, in block-table order."""
+        return list(self._pages[self._slot("pages", slot)])
+
+    def entry(self, slot, pool):
+        """Pool ``pool`` of the slot as stored: ``(codes uint8 [head_dim],
+        scale float32)`` for FP8, ``(values [head_dim], None)`` otherwise
+        (copies)."""
+        slot = self._slot("entry", slot)
+        pool = _int("entry", "pool", pool, 0, self.num_pools(slot) - 1)
+        page = self._pages[slot][pool // self.page_size]
+        row = pool % self.page_size
+        scale = (None if self.cache_scales is None
+                 else np.float32(self.cache_scales[page, row]))
+        return self.cache_keys[page, row].copy(), scale
+
+    def release(self, slot):
+        """Forgets the slot's tokens and returns its pages to the free
+        list (for a new request)."""
+        slot = self._slot("release", slot)
+        self._free.extend(reversed(self._pages[slot]))
+        self._pages[slot] = []
+        self._tokens[slot] = 0
+        self.tail[slot] = 0

@@ -195,7 +195,8 @@ def test_kernel_abi_table():
     from kpool import _capi
     table = _capi.kernels()
     assert list(table) == ["compress", "seed_tail", "ring_close",
-                           "pool_offsets", "step"]
+                           "pool_offsets", "step", "compress_cache",
+                           "ring_close_cache", "step_cache"]
     ring = table["ring_close"]
     assert ring.capi_function == "kpoolRingClose"
     assert [o.name for o in ring.operands if o.role == _capi.OUTPUT] == [

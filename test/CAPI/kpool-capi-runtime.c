@@ -292,21 +292,24 @@ int main(void) {
   report("bad target", kpoolKernelSetCreateForTarget((KPoolTarget)5, KPOOL_F32,
                                                      D, K, false, 0, &cudaSet));
   // The kernel ABI, as the Python package reads it.
-  // CHECK: abi: 5 kernels
+  // CHECK: abi: 8 kernels
   // CHECK-NEXT: abi: compress (kpoolCompress): pooled:o2e:?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:?
   // CHECK-NEXT: abi: seed_tail (kpoolSeedTail): tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
   // CHECK-NEXT: abi: ring_close (kpoolRingClose): pooled:o2e:?xD closed_pool:o1i:? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
   // CHECK-NEXT: abi: pool_offsets (kpoolPoolOffsets): pool_row_offsets:o1u:? input_row_offsets:i1u:? cache_lengths:i1u:?
   // CHECK-NEXT: abi: step (kpoolStep): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
-  // CHECK-NEXT: abi: kernel 5 is null: 1
+  // CHECK-NEXT: abi: compress_cache (kpoolCompressCache): pooled:o2e:?xD cache_keys:o3c:?x?xD cache_scales:o2f:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:? block_table:i2u:?x? stream:c0s:
+  // CHECK-NEXT: abi: ring_close_cache (kpoolRingCloseCache): pooled:o2e:?xD closed_pool:o1i:? cache_keys:o3c:?x?xD cache_scales:o2f:?x? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? stream:c0s:
+  // CHECK-NEXT: abi: step_cache (kpoolStepCache): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD cache_keys:o3c:?x?xD cache_scales:o2f:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? stream:c0s:
+  // CHECK-NEXT: abi: kernel 8 is null: 1
   printf("abi: %lld kernels\n", (long long)kpoolKernelAbiGetNumKernels());
   for (int64_t i = 0; i < kpoolKernelAbiGetNumKernels(); ++i) {
     const KPoolKernelInfo *info = kpoolKernelAbiGetKernel(i);
     printf("abi: %s (%s):", info->name, info->capiFunction);
     for (int64_t j = 0; j < info->numOperands; ++j) {
       const KPoolOperandInfo *o = &info->operands[j];
-      printf(" %s:%c%d%c:%s", o->name, "ois"[o->role], o->rank,
-             "euif"[o->kind], o->shape);
+      printf(" %s:%c%d%c:%s", o->name, "oisc"[o->role], o->rank,
+             "euifsc"[o->kind], o->shape);
     }
     printf("\n");
   }

@@ -81,6 +81,49 @@ static cl::opt<std::string> binaryFormat("format",
                                          cl::init("fatbin"));
 static cl::opt<std::string>
     cudaToolkit("cuda-toolkit", cl::desc("cuda: toolkit root"), cl::init(""));
+static cl::opt<std::string>
+    cacheEntry("cache",
+               cl::desc("pool-cache kernels (compress_cache, ...): none, "
+                        "element (entries of the element type) or fp8"),
+               cl::init("none"));
+static cl::opt<std::string> cacheRotate("rotate",
+                                        cl::desc("pool cache: none or hadamard"),
+                                        cl::init("none"));
+static cl::opt<std::string>
+    cacheScale("scale", cl::desc("pool cache, fp8: absmax or pow2"),
+               cl::init("absmax"));
+
+/// The cache format of the options (validated in main).
+static kpool::CacheFormat cacheFormat() {
+  kpool::CacheFormat f;
+  f.entry = cacheEntry == "fp8"       ? kpool::CacheEntry::FP8
+            : cacheEntry == "element" ? kpool::CacheEntry::Element
+                                      : kpool::CacheEntry::None;
+  f.rotate = cacheRotate == "hadamard" ? kpool::CacheRotate::Hadamard
+                                       : kpool::CacheRotate::None;
+  f.scale = cacheScale == "pow2" ? kpool::CacheScale::Pow2
+                                 : kpool::CacheScale::Absmax;
+  return f;
+}
+
+/// The generated config's cache format lines ("" without one).
+static std::string cacheConfig() {
+  kpool::CacheFormat f = cacheFormat();
+  if (f.entry == kpool::CacheEntry::None)
+    return "";
+  return std::string("  config.cache.entry = kpool::CacheEntry::") +
+         (f.entry == kpool::CacheEntry::FP8 ? "FP8" : "Element") +
+         ";\n  config.cache.rotate = kpool::CacheRotate::" +
+         (f.rotate == kpool::CacheRotate::Hadamard ? "Hadamard" : "None") +
+         ";\n  config.cache.scale = kpool::CacheScale::" +
+         (f.scale == kpool::CacheScale::Pow2 ? "Pow2" : "Absmax") + ";\n";
+}
+
+/// The kernels this build has: the pool-cache ones only with a format.
+static bool built(const kpool::abi::Kernel &kernel) {
+  return !mlir::kpool::isCacheKernel(kernel.id) ||
+         cacheFormat().entry != kpool::CacheEntry::None;
+}
 
 static int fail(const Twine &message) {
   errs() << "kpool-aot: " << message << "\n";
@@ -149,6 +192,8 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
                                              : "int32_t ";
   };
   for (const abi::Kernel &kernel : abi::kernels) {
+    if (!built(kernel))
+      continue;
     os << "void _mlir_ciface_"
        << mlir::kpool::kernelFunctionName(prefix, kernel.id) << "(";
     for (auto [i, arg] : llvm::enumerate(operands(kernel)))
@@ -160,6 +205,8 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   }
   os << "\n";
   for (const abi::Kernel &kernel : abi::kernels) {
+    if (!built(kernel))
+      continue;
     os << "static inline void " << prefix << kernel.name << "(";
     for (auto [i, arg] : llvm::enumerate(operands(kernel)))
       os << (i ? ", " : "")
@@ -184,6 +231,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << "inline kpool::KernelBackend " << prefix << "backend() {\n"
      << "  kpool::KernelBackend backend;\n";
   for (const abi::Kernel &kernel : abi::kernels)
+    if (built(kernel))
     os << "  backend." << kernel.member
        << " = reinterpret_cast<decltype(backend." << kernel.member
        << ")>(&_mlir_ciface_"
@@ -203,6 +251,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
               : "  config.openmp = " + std::string(openmp ? "true" : "false") +
                     ";\n  config.vectorSize = " + std::to_string(vectorSize) +
                     ";\n")
+     << cacheConfig()
      << "  return config;\n}\n\n"
      << "/* Registers these kernels with the runtime, so that\n"
      << "   kpool::KernelSet::getPrecompiled (no MLIR at run time) and\n"
@@ -278,11 +327,23 @@ int main(int argc, char **argv) {
   mlir::kpool::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
 
-  std::string prefix = mlir::kpool::kernelPrefix(type, headDim, poolSize);
+  if (cacheEntry != "none" && cacheEntry != "element" && cacheEntry != "fp8")
+    return fail("--cache must be none, element or fp8, got '" + cacheEntry +
+                "'");
+  if (cacheRotate != "none" && cacheRotate != "hadamard")
+    return fail("--rotate must be none or hadamard, got '" + cacheRotate +
+                "'");
+  if (cacheScale != "absmax" && cacheScale != "pow2")
+    return fail("--scale must be absmax or pow2, got '" + cacheScale + "'");
+  if (cacheRotate == "hadamard" && (headDim & (headDim - 1)) != 0)
+    return fail("--rotate=hadamard needs a power-of-two --head-dim");
+  std::string prefix = mlir::kpool::kernelPrefix(type, headDim, poolSize) +
+                       mlir::kpool::cacheFormatPrefix(cacheFormat());
   if (cuda)
     prefix += "cuda_";
   auto module =
-      mlir::kpool::buildKernelModule(context, type, headDim, poolSize, prefix);
+      mlir::kpool::buildKernelModule(context, type, headDim, poolSize, prefix,
+                                     /*poolOffsetsOnly=*/false, cacheFormat());
   mlir::PassManager pm(&context);
   std::string pipelineError;
   mlir::LogicalResult built = mlir::success();

@@ -24,6 +24,7 @@
 
 #include "kpool-c/View.h"
 #include "kpool/Runtime/KernelABI.h"
+#include "kpool/Runtime/KernelSet.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -47,10 +48,19 @@ std::string poolOffsetsPrefix(int64_t kpool);
 /// Builds the kernels into a new module (only pool_offsets when
 /// `poolOffsetsOnly`). `context` must allow loading the func, memref, arith
 /// and kpool dialects (the function loads them).
-OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context,
-                                        KPoolElementType type, int64_t headDim,
-                                        int64_t kpool, llvm::StringRef prefix,
-                                        bool poolOffsetsOnly = false);
+OwningOpRef<ModuleOp>
+buildKernelModule(MLIRContext &context, KPoolElementType type, int64_t headDim,
+                  int64_t kpool, llvm::StringRef prefix,
+                  bool poolOffsetsOnly = false,
+                  const ::kpool::CacheFormat &cache = {});
+
+/// Whether kernel `id` is one of the pool-cache kernels (`*_cache`), which
+/// a module has only for a cache format.
+bool isCacheKernel(::kpool::abi::KernelId id);
+
+/// The part of the kernel prefix that names a cache format ("" for none,
+/// else e.g. "fp8_hadamard_absmax_"), appended to kernelPrefix's.
+std::string cacheFormatPrefix(const ::kpool::CacheFormat &cache);
 
 } // namespace mlir::kpool
 

@@ -28,7 +28,7 @@ namespace kpool::abi {
 enum class Role { Output, Input, Scalar, Context };
 /// What an operand's elements (or a scalar) are; Stream is a CUstream as an
 /// opaque pointer.
-enum class Kind { Element, U32, I32, F32, Stream };
+enum class Kind { Element, U32, I32, F32, Stream, CacheEntry };
 
 /// The caller's stream of a call: a CUstream (or a framework's stream
 /// handle that is one) as an opaque pointer. CPU kernels ignore it. On the
@@ -106,8 +106,14 @@ constexpr const Kernel &kernel(KernelId id) {
 
 /// Bytes per element of an operand of `kind`; `elementSize` is the kernel
 /// set's element type's.
-constexpr int64_t kindSize(Kind kind, int64_t elementSize) {
-  return kind == Kind::Element ? elementSize : 4;
+/// Bytes per element of an operand of `kind`, for a kernel set of
+/// `elementSize`-byte elements whose pool-cache entries have
+/// `cacheEntrySize`-byte elements (1 for FP8).
+constexpr int64_t kindSize(Kind kind, int64_t elementSize,
+                           int64_t cacheEntrySize = 1) {
+  return kind == Kind::Element      ? elementSize
+         : kind == Kind::CacheEntry ? cacheEntrySize
+                                    : 4;
 }
 
 namespace detail {

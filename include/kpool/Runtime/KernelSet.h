@@ -32,6 +32,28 @@ namespace kpool {
 /// Where the kernels run.
 enum class Target { CPU, CUDA };
 
+/// What the `*_cache` kernels store per pool (docs/pool-cache.md): no pool
+/// cache (the kernel set has no such kernels), entries of the element type,
+/// or FP8 (e4m3fn) codes with one f32 scale per entry.
+enum class CacheEntry { None, Element, FP8 };
+/// The rotation before a pool enters the cache (hadamard: head_dim a power
+/// of two).
+enum class CacheRotate { None, Hadamard };
+/// How an FP8 entry's scale is chosen.
+enum class CacheScale { Absmax, Pow2 };
+
+/// The pool-cache format of a kernel set's `*_cache` kernels (the
+/// `to_cache` destination, `rotate` and `scale` of their ops).
+struct CacheFormat {
+  CacheEntry entry = CacheEntry::None;
+  CacheRotate rotate = CacheRotate::None;
+  CacheScale scale = CacheScale::Absmax;
+
+  bool operator==(const CacheFormat &o) const {
+    return entry == o.entry && rotate == o.rotate && scale == o.scale;
+  }
+};
+
 /// What a kernel set is compiled for.
 struct KernelConfig {
   ElementType elementType = KPOOL_BF16;
@@ -47,11 +69,15 @@ struct KernelConfig {
   /// when a caller only needs the scan. elementType and headDim are
   /// ignored.
   bool poolOffsetsOnly = false;
+  /// With a format (entry not None), the set also has the pool-cache
+  /// kernels compressCache, ringCloseCache and stepCache of that format.
+  CacheFormat cache;
 
   bool operator==(const KernelConfig &o) const {
     return elementType == o.elementType && headDim == o.headDim &&
            kpool == o.kpool && target == o.target && openmp == o.openmp &&
-           vectorSize == o.vectorSize && poolOffsetsOnly == o.poolOffsetsOnly;
+           vectorSize == o.vectorSize && poolOffsetsOnly == o.poolOffsetsOnly &&
+           cache == o.cache;
   }
 };
 
@@ -232,6 +258,41 @@ public:
                 validation);
   }
 
+  // The pool-cache kernels (a set created with a CacheFormat): each is its
+  // op above with every pool it produces also stored, in the same kernel,
+  // into entry (block_table[b, p / page_size], p mod page_size) of
+  // `cacheKeys` [N, page_size, head_dim] (the element type, or FP8 bytes)
+  // and, for FP8, `cacheScales` [N, page_size] f32 (ignored, any view, for
+  // entries of the element type). `blockTable` is [B, pages per request]
+  // uint32 (-1 padding). Validation also checks, per request, that every
+  // pool the call stores has a page in the table, below N, that no two
+  // requests store into one entry, and the views' shapes.
+
+  Status compressCache(const View &pooled, const View &cacheKeys,
+                       const View &cacheScales, const View &k,
+                       const View &gate, const View &ape,
+                       const View &inputRowOffsets,
+                       const View &poolRowOffsets, const View &cacheLengths,
+                       const View &blockTable, Stream stream = Stream(),
+                       Validation validation = Validation::Auto) const;
+  Status ringCloseCache(const View &pooled, const View &closedPool,
+                        const View &cacheKeys, const View &cacheScales,
+                        const View &tail, const View &k, const View &gate,
+                        const View &ape, const View &inputRowOffsets,
+                        const View &cacheLengths, const View &slotIdx,
+                        int32_t numRequests, const View &blockTable,
+                        Stream stream = Stream(),
+                        Validation validation = Validation::Auto) const;
+  Status stepCache(const View &closed, const View &closedPool,
+                   const View &poolRowOffsets, const View &pooled,
+                   const View &tail, const View &cacheKeys,
+                   const View &cacheScales, const View &k, const View &gate,
+                   const View &ape, const View &inputRowOffsets,
+                   const View &cacheLengths, const View &slotIdx,
+                   int32_t numRequests, const View &blockTable,
+                   Stream stream = Stream(),
+                   Validation validation = Validation::Auto) const;
+
   // Host-side validation as an explicit call: the checks Validation::Check
   // makes, on metadata views in host memory (a GPU engine's host copies of
   // what it will upload); the other views are only read for their shapes,
@@ -254,6 +315,29 @@ public:
                    const View &ape, const View &inputRowOffsets,
                    const View &cacheLengths, const View &slotIdx,
                    int32_t numRequests) const;
+  Status checkCompressCache(const View &pooled, const View &cacheKeys,
+                            const View &cacheScales, const View &k,
+                            const View &gate, const View &ape,
+                            const View &inputRowOffsets,
+                            const View &poolRowOffsets,
+                            const View &cacheLengths,
+                            const View &blockTable) const;
+  Status checkRingCloseCache(const View &pooled, const View &closedPool,
+                             const View &cacheKeys, const View &cacheScales,
+                             const View &tail, const View &k,
+                             const View &gate, const View &ape,
+                             const View &inputRowOffsets,
+                             const View &cacheLengths, const View &slotIdx,
+                             int32_t numRequests,
+                             const View &blockTable) const;
+  Status checkStepCache(const View &closed, const View &closedPool,
+                        const View &poolRowOffsets, const View &pooled,
+                        const View &tail, const View &cacheKeys,
+                        const View &cacheScales, const View &k,
+                        const View &gate, const View &ape,
+                        const View &inputRowOffsets, const View &cacheLengths,
+                        const View &slotIdx, int32_t numRequests,
+                        const View &blockTable) const;
 
   /// Loads what the kernels need in the context of `stream` (GPU modules),
   /// so that no later call loads anything: call it before capturing calls

@@ -49,6 +49,16 @@ public:
     return Status();
   }
 
+  /// A 2-D metadata view (the block table) in host memory, row-major.
+  static void readTable(const View &view, std::vector<uint32_t> &out) {
+    out.resize(view.sizes[0] * view.sizes[1]);
+    const auto *data = static_cast<const uint32_t *>(view.data);
+    for (int64_t i = 0; i < view.sizes[0]; ++i)
+      for (int64_t j = 0; j < view.sizes[1]; ++j)
+        out[i * view.sizes[1] + j] =
+            data[i * view.strides[0] + j * view.strides[1]];
+  }
+
   Validator validator(const char *op) const {
     return Validator(op, {config.headDim, config.kpool}, readHost);
   }
@@ -127,17 +137,25 @@ namespace {
 
 /// Configurations that compile to the same kernels share a key: the CPU
 /// code options mean nothing for the CUDA target.
-using Key = std::tuple<int, int64_t, int64_t, int, bool, int64_t, bool>;
+using Key = std::tuple<int, int64_t, int64_t, int, bool, int64_t, bool, int>;
 Key keyOf(const KernelConfig &c) {
   bool cpu = c.target == Target::CPU;
   bool all = !c.poolOffsetsOnly;
+  bool cache = all && c.cache.entry != CacheEntry::None;
+  int format = cache ? 1 + static_cast<int>(c.cache.entry) * 4 +
+                           static_cast<int>(c.cache.rotate) * 2 +
+                           (c.cache.entry == CacheEntry::FP8
+                                ? static_cast<int>(c.cache.scale)
+                                : 0)
+                     : 0;
   return Key{all ? c.elementType : 0,
              all ? c.headDim : 0,
              c.kpool,
              static_cast<int>(c.target),
              cpu && c.openmp,
              cpu && all ? c.vectorSize : 0,
-             c.poolOffsetsOnly};
+             c.poolOffsetsOnly,
+             format};
 }
 
 /// One configuration's slot in the cache. Its mutex is held while the
@@ -236,6 +254,15 @@ std::shared_ptr<KernelSet> getOrCreate(const KernelConfig &config,
     status = Status::error("kpool must be at most 2^32 (positions are below "
                            "2^33, so no larger pool can complete), got " +
                            std::to_string(config.kpool));
+    return nullptr;
+  }
+  if (!config.poolOffsetsOnly && config.cache.entry != CacheEntry::None &&
+      config.cache.rotate == CacheRotate::Hadamard &&
+      (config.headDim & (config.headDim - 1)) != 0) {
+    status = Status::error(
+        "the pool-cache format rotates by hadamard, which needs a power-of-two "
+        "head_dim, got " +
+        std::to_string(config.headDim));
     return nullptr;
   }
   int64_t apeElements;
@@ -559,4 +586,237 @@ Status KernelSet::checkStep(const View &closed, const View &closedPool,
   return checkStepOperands(*this, *impl, v, closed, closedPool, pro, pooled,
                            tail, k, gate, ape, iro, cache, slots, numRequests,
                            true);
+}
+
+//===----------------------------------------------------------------------===//
+// The pool-cache kernels
+//===----------------------------------------------------------------------===//
+
+/// What every pool-cache call checks first: the set has the kernels, and
+/// the cache operands' shapes.
+static Status checkCacheOperands(const KernelSetImpl &impl, Validator &v,
+                                 const View &keys, const View &scales,
+                                 const View &table, int64_t batch) {
+  const CacheFormat &f = impl.config.cache;
+  if (f.entry == CacheEntry::None)
+    return v.error("this kernel set has no pool-cache kernels: create it "
+                   "with a cache format (KernelConfig::cache)");
+  return v.cacheShapes(keys, scales, table, batch, f.entry == CacheEntry::FP8);
+}
+
+/// The pools compress stores, as (request, pool id), from host metadata
+/// whose rows were checked and the pool counts `expected` (the kernel's own
+/// pool_offsets): request b's last `count` pools before floor((c + n) / K).
+static std::vector<std::pair<int64_t, int64_t>>
+compressPools(const std::vector<uint32_t> &offsets,
+              const std::vector<uint32_t> &lengths,
+              const std::vector<uint32_t> &expected, int64_t kpool) {
+  std::vector<std::pair<int64_t, int64_t>> pools;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    int64_t end =
+        (int64_t(lengths[b]) + int64_t(offsets[b + 1]) - int64_t(offsets[b])) /
+        kpool;
+    int64_t count = int64_t(expected[b + 1]) - int64_t(expected[b]);
+    for (int64_t j = 0; j < count; ++j)
+      pools.push_back({int64_t(b), end - count + j});
+  }
+  return pools;
+}
+
+/// The pools ring_close stores: each live request's pending pool when this
+/// call completes it.
+static void ringClosePools(const std::vector<uint32_t> &offsets,
+                           const std::vector<uint32_t> &lengths,
+                           int32_t numRequests, int64_t kpool,
+                           std::vector<std::pair<int64_t, int64_t>> &pools) {
+  for (int64_t b = 0; b < numRequests; ++b) {
+    int64_t held = int64_t(lengths[b]) % kpool;
+    int64_t n = int64_t(offsets[b + 1]) - int64_t(offsets[b]);
+    if (held > 0 && n >= kpool - held)
+      pools.push_back({b, int64_t(lengths[b]) / kpool});
+  }
+}
+
+static Status checkCompressCacheOperands(
+    const KernelSet &set, const KernelSetImpl &impl, Validator &v,
+    const View &pooled, const View &keys, const View &scales, const View &k,
+    const View &gate, const View &ape, const View &iro, const View &pro,
+    const View &cache, const View &table, bool check) {
+  KPOOL_TRY(checkCompressOperands(set, impl, v, pooled, k, gate, ape, iro, pro,
+                                  cache, check));
+  int64_t batch = cache.sizes[0];
+  KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, batch));
+  if (!check)
+    return Status();
+  std::vector<uint32_t> offsets, lengths, tableValues;
+  std::vector<uint32_t> expected(batch + 1);
+  KPOOL_TRY(v.load(iro, offsets));
+  KPOOL_TRY(v.load(cache, lengths));
+  KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
+  KernelSetImpl::readTable(table, tableValues);
+  return v.cacheEntries(tableValues, table.sizes[1], keys.sizes[0],
+                        keys.sizes[1],
+                        compressPools(offsets, lengths, expected,
+                                      impl.config.kpool));
+}
+
+Status KernelSet::compressCache(const View &pooled, const View &keys,
+                                const View &scales, const View &k,
+                                const View &gate, const View &ape,
+                                const View &iro, const View &pro,
+                                const View &cache, const View &table,
+                                Stream stream, Validation validation) const {
+  Validator v = impl->validator("compress");
+  if (!impl->backend.compressCache)
+    return v.error(impl->config.cache.entry == CacheEntry::None
+                       ? "this kernel set has no pool-cache kernels: create "
+                         "it with a cache format (KernelConfig::cache)"
+                       : "this kernel set has no compress_cache kernel");
+  bool check;
+  KPOOL_TRY(impl->metadataChecks(v, validation, check));
+  KPOOL_TRY(checkCompressCacheOperands(*this, *impl, v, pooled, keys, scales,
+                                       k, gate, ape, iro, pro, cache, table,
+                                       check));
+  abi::invoke(impl->backend.compressCache, {pooled, keys, scales, k, gate, ape,
+                                            iro, pro, cache, table, stream});
+  return Status();
+}
+
+Status KernelSet::checkCompressCache(const View &pooled, const View &keys,
+                                     const View &scales, const View &k,
+                                     const View &gate, const View &ape,
+                                     const View &iro, const View &pro,
+                                     const View &cache,
+                                     const View &table) const {
+  Validator v = impl->validator("compress");
+  return checkCompressCacheOperands(*this, *impl, v, pooled, keys, scales, k,
+                                    gate, ape, iro, pro, cache, table, true);
+}
+
+static Status checkRingCloseCacheOperands(
+    const KernelSetImpl &impl, Validator &v, const View &pooled,
+    const View &closed, const View &keys, const View &scales, const View &tail,
+    const View &k, const View &gate, const View &ape, const View &iro,
+    const View &cache, const View &slots, int32_t numRequests,
+    const View &table, bool check) {
+  const KernelConfig &c = impl.config;
+  KPOOL_TRY(checkRing(v, c, tail, k, gate, iro, cache, slots, numRequests,
+                      check));
+  KPOOL_TRY(checkRingCloseOutputs(v, c, pooled, closed, ape, cache));
+  KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, cache.sizes[0]));
+  if (!check)
+    return Status();
+  std::vector<uint32_t> offsets, lengths, tableValues;
+  KPOOL_TRY(v.load(iro, offsets));
+  KPOOL_TRY(v.load(cache, lengths));
+  KernelSetImpl::readTable(table, tableValues);
+  std::vector<std::pair<int64_t, int64_t>> pools;
+  ringClosePools(offsets, lengths, numRequests, c.kpool, pools);
+  return v.cacheEntries(tableValues, table.sizes[1], keys.sizes[0],
+                        keys.sizes[1], pools);
+}
+
+Status KernelSet::ringCloseCache(const View &pooled, const View &closed,
+                                 const View &keys, const View &scales,
+                                 const View &tail, const View &k,
+                                 const View &gate, const View &ape,
+                                 const View &iro, const View &cache,
+                                 const View &slots, int32_t numRequests,
+                                 const View &table, Stream stream,
+                                 Validation validation) const {
+  Validator v = impl->validator("ring_close");
+  if (!impl->backend.ringCloseCache)
+    return v.error(impl->config.cache.entry == CacheEntry::None
+                       ? "this kernel set has no pool-cache kernels: create "
+                         "it with a cache format (KernelConfig::cache)"
+                       : "this kernel set has no ring_close_cache kernel");
+  bool check;
+  KPOOL_TRY(impl->metadataChecks(v, validation, check));
+  KPOOL_TRY(checkRingCloseCacheOperands(*impl, v, pooled, closed, keys, scales,
+                                        tail, k, gate, ape, iro, cache, slots,
+                                        numRequests, table, check));
+  abi::invoke(impl->backend.ringCloseCache,
+              {pooled, closed, keys, scales, tail, k, gate, ape, iro, cache,
+               slots, numRequests, table, stream});
+  return Status();
+}
+
+Status KernelSet::checkRingCloseCache(
+    const View &pooled, const View &closed, const View &keys,
+    const View &scales, const View &tail, const View &k, const View &gate,
+    const View &ape, const View &iro, const View &cache, const View &slots,
+    int32_t numRequests, const View &table) const {
+  Validator v = impl->validator("ring_close");
+  return checkRingCloseCacheOperands(*impl, v, pooled, closed, keys, scales,
+                                     tail, k, gate, ape, iro, cache, slots,
+                                     numRequests, table, true);
+}
+
+static Status checkStepCacheOperands(
+    const KernelSet &set, const KernelSetImpl &impl, Validator &v,
+    const View &closed, const View &closedPool, const View &pro,
+    const View &pooled, const View &tail, const View &keys,
+    const View &scales, const View &k, const View &gate, const View &ape,
+    const View &iro, const View &cache, const View &slots, int32_t numRequests,
+    const View &table, bool check) {
+  KPOOL_TRY(checkStepOperands(set, impl, v, closed, closedPool, pro, pooled,
+                              tail, k, gate, ape, iro, cache, slots,
+                              numRequests, check));
+  int64_t batch = cache.sizes[0];
+  KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, batch));
+  if (!check)
+    return Status();
+  std::vector<uint32_t> offsets, lengths, tableValues;
+  std::vector<uint32_t> expected(batch + 1);
+  KPOOL_TRY(v.load(iro, offsets));
+  KPOOL_TRY(v.load(cache, lengths));
+  KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
+  KernelSetImpl::readTable(table, tableValues);
+  std::vector<std::pair<int64_t, int64_t>> pools;
+  ringClosePools(offsets, lengths, numRequests, impl.config.kpool, pools);
+  for (auto pool :
+       compressPools(offsets, lengths, expected, impl.config.kpool))
+    pools.push_back(pool);
+  return v.cacheEntries(tableValues, table.sizes[1], keys.sizes[0],
+                        keys.sizes[1], pools);
+}
+
+Status KernelSet::stepCache(const View &closed, const View &closedPool,
+                            const View &pro, const View &pooled,
+                            const View &tail, const View &keys,
+                            const View &scales, const View &k,
+                            const View &gate, const View &ape, const View &iro,
+                            const View &cache, const View &slots,
+                            int32_t numRequests, const View &table,
+                            Stream stream, Validation validation) const {
+  Validator v = impl->validator("step");
+  if (!impl->backend.stepCache)
+    return v.error(impl->config.cache.entry == CacheEntry::None
+                       ? "this kernel set has no pool-cache kernels: create "
+                         "it with a cache format (KernelConfig::cache)"
+                       : "this kernel set has no step_cache kernel");
+  bool check;
+  KPOOL_TRY(impl->metadataChecks(v, validation, check));
+  KPOOL_TRY(checkStepCacheOperands(*this, *impl, v, closed, closedPool, pro,
+                                   pooled, tail, keys, scales, k, gate, ape,
+                                   iro, cache, slots, numRequests, table,
+                                   check));
+  abi::invoke(impl->backend.stepCache,
+              {closed, closedPool, pro, pooled, tail, keys, scales, k, gate,
+               ape, iro, cache, slots, numRequests, table, stream});
+  return Status();
+}
+
+Status KernelSet::checkStepCache(const View &closed, const View &closedPool,
+                                 const View &pro, const View &pooled,
+                                 const View &tail, const View &keys,
+                                 const View &scales, const View &k,
+                                 const View &gate, const View &ape,
+                                 const View &iro, const View &cache,
+                                 const View &slots, int32_t numRequests,
+                                 const View &table) const {
+  Validator v = impl->validator("step");
+  return checkStepCacheOperands(*this, *impl, v, closed, closedPool, pro,
+                                pooled, tail, keys, scales, k, gate, ape, iro,
+                                cache, slots, numRequests, table, true);
 }

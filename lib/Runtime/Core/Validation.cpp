@@ -3,6 +3,7 @@
 #include "Validation.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 using namespace kpool;
@@ -162,5 +163,56 @@ Status Validator::poolRows(const std::vector<uint32_t> &pro,
     return error("pool_row_offsets[" + std::to_string(batch) +
                  "] = " + std::to_string(pro[batch]) + " is past the " +
                  std::to_string(pooledRows) + " rows of 'pooled'");
+  return Status();
+}
+
+Status Validator::cacheShapes(const View &keys, const View &scales,
+                              const View &table, int64_t batch, bool fp8) {
+  if (Status s = shape("cache_keys", keys, {-1, -1, geometry.headDim},
+                       "pages x page_size x head_dim");
+      !s.ok())
+    return s;
+  if (keys.sizes[1] < 1)
+    return error("'cache_keys' has page_size " + std::to_string(keys.sizes[1]) +
+                 " (dimension 1); a page holds at least one entry");
+  if (fp8)
+    if (Status s = shape("cache_scales", scales, {keys.sizes[0], keys.sizes[1]},
+                         "pages x page_size, as 'cache_keys'");
+        !s.ok())
+      return s;
+  return shape("block_table", table, {batch, -1}, "batch x pages per request");
+}
+
+Status Validator::cacheEntries(
+    const std::vector<uint32_t> &table, int64_t width, int64_t pages,
+    int64_t pageSize, const std::vector<std::pair<int64_t, int64_t>> &pools) {
+  std::map<std::pair<int64_t, int64_t>, int64_t> owner;
+  for (auto [b, p] : pools) {
+    std::string req = "request " + std::to_string(b) + ": ";
+    int64_t index = p / pageSize;
+    std::string entry = "block_table[" + std::to_string(b) + ", " +
+                        std::to_string(index) + "]";
+    if (index >= width)
+      return error(req + "pool " + std::to_string(p) + " goes to " + entry +
+                   ", past the table's " + std::to_string(width) +
+                   " pages per request (page_size " +
+                   std::to_string(pageSize) + ")");
+    uint32_t page = table[b * width + index];
+    if (page == UINT32_MAX)
+      return error(req + "pool " + std::to_string(p) + " goes to " + entry +
+                   ", which is -1 (padding)");
+    if (page >= pages)
+      return error(req + entry + " = " + std::to_string(page) +
+                   " is not below the cache's " + std::to_string(pages) +
+                   " pages (pool " + std::to_string(p) + ")");
+    auto [it, inserted] =
+        owner.insert({{int64_t(page), p % pageSize}, b});
+    if (!inserted && it->second != b)
+      return error(req + "pool " + std::to_string(p) + " goes to page " +
+                   std::to_string(page) + " row " +
+                   std::to_string(p % pageSize) +
+                   ", which request " + std::to_string(it->second) +
+                   " also writes in this call");
+  }
   return Status();
 }

@@ -68,6 +68,19 @@ public:
                   const std::vector<uint32_t> &iro,
                   const std::vector<uint32_t> &cache, int64_t pooledRows);
 
+  /// The pool-cache operands' shapes: `keys` [N, page_size, head_dim]
+  /// with page_size >= 1, for FP8 `scales` [N, page_size], `table`
+  /// [batch, ?].
+  Status cacheShapes(const View &keys, const View &scales, const View &table,
+                     int64_t batch, bool fp8);
+  /// The entries the call stores, `pools` as (request, absolute pool id):
+  /// each has a page index below the table's width `width`, a page there
+  /// (not the -1 padding) below `pages`, and no two requests store into one
+  /// entry. `table` is row-major [batch, width].
+  Status cacheEntries(const std::vector<uint32_t> &table, int64_t width,
+                      int64_t pages, int64_t pageSize,
+                      const std::vector<std::pair<int64_t, int64_t>> &pools);
+
   /// The op, e.g. "compress".
   const char *opName() const { return op; }
 

@@ -70,10 +70,12 @@ Status kpool::compileJitKernels(const KernelConfig &config,
   std::string prefix =
       offsetsOnly ? mlir::kpool::poolOffsetsPrefix(config.kpool)
                   : mlir::kpool::kernelPrefix(config.elementType,
-                                              config.headDim, config.kpool);
+                                              config.headDim, config.kpool) +
+                        mlir::kpool::cacheFormatPrefix(config.cache);
+  CacheFormat cache = offsetsOnly ? CacheFormat() : config.cache;
   auto module = mlir::kpool::buildKernelModule(
       context, config.elementType, offsetsOnly ? 1 : config.headDim,
-      config.kpool, prefix, offsetsOnly);
+      config.kpool, prefix, offsetsOnly, cache);
   mlir::PassManager pm(&context);
   mlir::kpool::KPoolToLLVMPipelineOptions options;
   options.bufferize = false;
@@ -130,6 +132,9 @@ Status kpool::compileJitKernels(const KernelConfig &config,
 
   for (const abi::Kernel &kernel : abi::kernels) {
     if (offsetsOnly && kernel.id != abi::KernelId::PoolOffsets)
+      continue;
+    if (mlir::kpool::isCacheKernel(kernel.id) &&
+        cache.entry == CacheEntry::None)
       continue;
     std::string name = mlir::kpool::kernelFunctionName(prefix, kernel.id);
     auto symbol = engine.lookup("_mlir_ciface_" + name);

@@ -215,8 +215,9 @@ struct Checked<Slot, Id, void (*)(A...), Member> {
 template <int Slot> KernelBackend make() {
   KernelBackend b = inner[Slot];
 #define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
-  b.member = Checked<Slot, abi::KernelId::Name, Name##Fn,                      \
-                     &KernelBackend::member>::call;
+  b.member = inner[Slot].member ? Checked<Slot, abi::KernelId::Name, Name##Fn, \
+                                          &KernelBackend::member>::call        \
+                                : nullptr;
 #include "kpool/Runtime/KernelABI.def"
   return b;
 }
