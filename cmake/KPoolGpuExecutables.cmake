@@ -6,7 +6,10 @@
 #   For each configuration, the ahead-of-time kernels that the GPU
 #   executables link: kpool_gpu_cpu_<type>_d<D>_k<K> (CPU kernels, for the
 #   CPU emulation, always) and kpool_gpu_<type>_d<D>_k<K> (CUDA kernels,
-#   where kpool_cuda_runtime is built). Each is one kpool-aot run.
+#   where kpool_cuda_runtime is built). Each is one kpool-aot run. A fourth
+#   field, <type>:<D>:<K>:<entry>-<rotate>[-<scale>] (e.g.
+#   bf16:128:4:fp8-hadamard-absmax), adds that pool-cache format's kernels
+#   and the suffix _<entry>_<rotate>[_<scale>] to the names.
 #
 # kpool_add_gpu_executable(<name> SOURCES <src>... KERNELS <type_dD_kK>...
 #                          [EMULATED_EXCLUDE_FROM_ALL])
@@ -22,11 +25,29 @@ function(kpool_add_gpu_kernels)
     list(GET config 0 type)
     list(GET config 1 dim)
     list(GET config 2 pool)
-    kpool_add_aot_kernels(kpool_gpu_cpu_${type}_d${dim}_k${pool}
-      TYPE ${type} HEAD_DIM ${dim} KPOOL ${pool} TARGET cpu)
+    set(suffix "")
+    set(args "")
+    list(LENGTH config fields)
+    if(fields GREATER 3)
+      # A pool-cache format <entry>-<rotate>[-<scale>], e.g.
+      # fp8-hadamard-absmax: the set also has the *_cache kernels.
+      list(GET config 3 format)
+      string(REPLACE "-" ";" parts ${format})
+      list(GET parts 0 cache_entry)
+      list(GET parts 1 cache_rotate)
+      set(args --cache=${cache_entry} --rotate=${cache_rotate})
+      string(REPLACE "-" "_" suffix "_${format}")
+      list(LENGTH parts nparts)
+      if(nparts GREATER 2)
+        list(GET parts 2 cache_scale)
+        list(APPEND args --scale=${cache_scale})
+      endif()
+    endif()
+    kpool_add_aot_kernels(kpool_gpu_cpu_${type}_d${dim}_k${pool}${suffix}
+      TYPE ${type} HEAD_DIM ${dim} KPOOL ${pool} TARGET cpu ARGS ${args})
     if(TARGET kpool_cuda_runtime)
-      kpool_add_aot_kernels(kpool_gpu_${type}_d${dim}_k${pool}
-        TYPE ${type} HEAD_DIM ${dim} KPOOL ${pool} TARGET cuda)
+      kpool_add_aot_kernels(kpool_gpu_${type}_d${dim}_k${pool}${suffix}
+        TYPE ${type} HEAD_DIM ${dim} KPOOL ${pool} TARGET cuda ARGS ${args})
     endif()
   endforeach()
 endfunction()

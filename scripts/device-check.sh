@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks and benchmarks, for a machine with an NVIDIA GPU (sm_90)
-# and no LLVM/MLIR: runs kpool-gpu-check, kpool-gpu-capture (a serving step
+# and no LLVM/MLIR: runs kpool-gpu-check, kpool-gpu-cache-check (the fused
+# step into a paged FP8 pool cache), kpool-gpu-capture (a serving step
 # captured with cuStreamBeginCapture into a CUDA graph, instantiated and
 # replayed with metadata rewritten in place, bit-identical to eager, a second
 # stream running its own schedule, per-step times from CUDA events, and a
@@ -21,8 +22,8 @@
 #       carry=["build/gpu-pack"], timeout_s=420)
 # Without an argument the script uses the folder it sits in when that holds
 # the executables (a copy in the pack), else build/gpu-pack.
-# The steps' timeouts (90 + 45 + 45 + 45 + 90 + 60 + 90 s) bound the run at
-# under 8 minutes; it should take well under two once the machine is up.
+# The steps' timeouts (90 + 45 + 45 + 45 + 45 + 90 + 60 + 90 s) bound the run
+# at under 9 minutes; it should take well under two once the machine is up.
 #
 # If the device's loader rejects a binary (a missing library or symbol
 # version, as `ldd` reports it), the script relinks the executables there
@@ -48,7 +49,7 @@ pack="$(cd "$pack" 2>/dev/null && pwd)" || {
   exit 1
 }
 tokens="${KPOOL_BENCH_TOKENS:-1048576}"
-for f in kpool-gpu-check kpool-gpu-capture kpool-gpu-demo kpool-bench-gpu libkpool_cuda_runtime.so; do
+for f in kpool-gpu-check kpool-gpu-capture kpool-gpu-cache-check kpool-gpu-demo kpool-bench-gpu libkpool_cuda_runtime.so; do
   if [ ! -e "$pack/$f" ]; then
     echo "device-check: $pack/$f is missing (make the pack with ninja kpool-gpu-pack)"
     exit 1
@@ -81,7 +82,7 @@ if [ "${KPOOL_RELINK:-0}" = 1 ] ||
   c++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -I"$cuda/include" \
     "$r/CudaRuntimeWrappers.cpp" -o "$pack/libkpool_cuda_runtime.so" \
     -L"$cuda/lib64/stubs" -L"$cuda/lib/stubs" -lcuda || exit 1
-  for exe in kpool-gpu-check kpool-gpu-capture kpool-gpu-demo kpool-bench-gpu; do
+  for exe in kpool-gpu-check kpool-gpu-capture kpool-gpu-cache-check kpool-gpu-demo kpool-bench-gpu; do
     c++ -o "$pack/$exe" "$r/$exe.o" "$r"/libKPoolGpuSupport.a \
       "$r"/libkpool_gpu_*.a "$r"/libKPoolRuntimeCore.a "$r"/libKPoolReference.a \
       -L"$pack" -lkpool_cuda_runtime -Wl,-rpath,'$ORIGIN' -ldl \
@@ -117,6 +118,10 @@ fi
 # the same in a child forked before any CUDA call, and in the parent after.
 step kpool-gpu-capture 45 "$pack/kpool-gpu-capture" --steps=50
 step kpool-gpu-capture-fork 45 "$pack/kpool-gpu-capture" --fork --steps=8
+# The pool cache: the fused step into a paged FP8 Hadamard cache, every
+# entry byte-exact against the formulas on the device's dense pools (warp
+# shuffles, the hardware FP8 conversion, the guards).
+step kpool-gpu-cache-check 45 "$pack/kpool-gpu-cache-check"
 step kpool-gpu-demo 45 "$pack/kpool-gpu-demo"
 step kpool-bench-gpu 90 "$pack/kpool-bench-gpu" "$tokens"
 # Compress at 8M tokens against a device copy of the same bytes (the

@@ -260,7 +260,7 @@ KPOOL_CAPI_EXPORTED KPoolError *kpoolKernelSetCreateWithCache(
 /// and, for FP8, of `cacheScales` [N, page_size] float (any view, unused,
 /// for element entries). `blockTable` [B, pages per request] is uint32
 /// (-1 padding). With `validate`, every pool the call stores must have a
-/// page in the table below N, and no two requests may store into one entry;
+/// page in the table below N, and no two pools may store into one entry;
 /// the error names the request and the table entry. Operands are in the
 /// kernel ABI's order (kpoolKernelAbiGetKernel).
 KPOOL_CAPI_EXPORTED KPoolError *kpoolCompressCache(

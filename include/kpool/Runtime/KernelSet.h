@@ -266,7 +266,7 @@ public:
   // entries of the element type). `blockTable` is [B, pages per request]
   // uint32 (-1 padding). Validation also checks, per request, that every
   // pool the call stores has a page in the table, below N, that no two
-  // requests store into one entry, and the views' shapes.
+  // pools store into one entry, and the views' shapes.
 
   Status compressCache(const View &pooled, const View &cacheKeys,
                        const View &cacheScales, const View &k,

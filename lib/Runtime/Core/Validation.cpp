@@ -186,7 +186,8 @@ Status Validator::cacheShapes(const View &keys, const View &scales,
 Status Validator::cacheEntries(
     const std::vector<uint32_t> &table, int64_t width, int64_t pages,
     int64_t pageSize, const std::vector<std::pair<int64_t, int64_t>> &pools) {
-  std::map<std::pair<int64_t, int64_t>, int64_t> owner;
+  // (page, row) -> (request, pool) of the first pool stored there.
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> owner;
   for (auto [b, p] : pools) {
     std::string req = "request " + std::to_string(b) + ": ";
     int64_t index = p / pageSize;
@@ -206,13 +207,16 @@ Status Validator::cacheEntries(
                    " is not below the cache's " + std::to_string(pages) +
                    " pages (pool " + std::to_string(p) + ")");
     auto [it, inserted] =
-        owner.insert({{int64_t(page), p % pageSize}, b});
-    if (!inserted && it->second != b)
+        owner.insert({{int64_t(page), p % pageSize}, {b, p}});
+    if (!inserted) {
+      auto [other, otherPool] = it->second;
       return error(req + "pool " + std::to_string(p) + " goes to page " +
                    std::to_string(page) + " row " +
-                   std::to_string(p % pageSize) +
-                   ", which request " + std::to_string(it->second) +
+                   std::to_string(p % pageSize) + ", which " +
+                   (other == b ? "its pool " + std::to_string(otherPool)
+                               : "request " + std::to_string(other)) +
                    " also writes in this call");
+    }
   }
   return Status();
 }

@@ -1,0 +1,303 @@
+//===- kpool-gpu-cache-check.cpp - the pool cache on a device -------------===//
+//
+// The fused serving step writing the production pool cache (bf16, head_dim
+// 128, kpool 4, FP8 e4m3fn, Hadamard, absmax and pow2 scales;
+// docs/pool-cache.md) through the ahead-of-time CUDA kernels
+// (KernelSet::stepCache on device memory), in an engine-style loop: ragged
+// requests in non-identity slots, a chunked prefill whose chunks end inside
+// pools, then decode steps; pages out of order in one allocation with a
+// padded page stride, like the DeepSeek/vLLM indexer page. After every call
+// the device's dense rows (`closed`, `pooled`) are read back, and every
+// cache entry must be, byte for byte, the reference's formulas
+// (test/lib/Reference/PoolCache.h) applied to the device's own dense pool;
+// every other byte of the cache allocation must keep its canary. A last
+// call with a bad block table (-1, pages at or past N, too narrow) checks
+// the kernels' guards the same way. On a device this checks the warp
+// shuffles, the hardware FP8 conversion and the guards of kpool-map-to-gpu;
+// -emulated runs the same program over the CPU kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifdef KPOOL_GPU_ON_CPU
+#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_absmax.h"
+#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_pow2.h"
+#else
+#include "kpool_gpu_bf16_d128_k4_fp8_hadamard_absmax.h"
+#include "kpool_gpu_bf16_d128_k4_fp8_hadamard_pow2.h"
+#endif
+
+#include "GPU/GpuSupport.h"
+#include "Reference/PoolCache.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using namespace kpool;
+using namespace kpool::gpu;
+
+namespace {
+
+constexpr int64_t D = 128, K = 4, kPageSize = 16, kPages = 40;
+constexpr int64_t kPageStride = kPageSize * (D + 4) + 256; // padded
+constexpr int64_t kSlots = 6;
+
+/// The cache: one byte allocation of kPages pages, codes then scales.
+struct CacheBuffer {
+  Tensor bytes{1, {kPages * kPageStride}};
+
+  View keys(View base) const {
+    View v = base;
+    v.rank = 3;
+    v.sizes[0] = kPages, v.sizes[1] = kPageSize, v.sizes[2] = D;
+    v.strides[0] = kPageStride, v.strides[1] = D, v.strides[2] = 1;
+    return v;
+  }
+  View scales(View base) const {
+    View v = base;
+    v.data = static_cast<char *>(base.data) + kPageSize * D;
+    v.rank = 2;
+    v.sizes[0] = kPages, v.sizes[1] = kPageSize;
+    v.strides[0] = kPageStride / 4, v.strides[1] = 1;
+    return v;
+  }
+};
+
+int failures = 0;
+
+void expect(bool ok, const char *what) {
+  std::printf("%s: %s\n", ok ? "ok" : "FAIL", what);
+  failures += !ok;
+}
+
+void die(const Status &s) {
+  if (s.ok())
+    return;
+  std::printf("FAIL: %s\n", s.message().c_str());
+  std::exit(1);
+}
+
+/// The expected cache after one call: every pool the call produced, from
+/// the device's dense rows, placed by the reference.
+void expectEntries(const reference::CacheFormat &f, View hostKeys,
+                   View hostScales, View table,
+                   const std::vector<uint8_t> &closed,
+                   const std::vector<int32_t> &ids,
+                   const std::vector<uint8_t> &pooled,
+                   const std::vector<uint32_t> &pro,
+                   const std::vector<int64_t> &firstPool) {
+  reference::Geometry g{KPOOL_BF16, D, K};
+  auto store = [&](int64_t b, int64_t p, const uint8_t *row) {
+    float x[D];
+    for (int64_t d = 0; d < D; ++d)
+      x[d] = reference::fromBits(KPOOL_BF16,
+                                 reference::elementBits(KPOOL_BF16, row + 2 * d));
+    uint32_t bits[D];
+    float scale = 0;
+    reference::cacheEntry(KPOOL_BF16, D, f, x, bits, &scale);
+    reference::storeCache(g, f, hostKeys, hostScales, table, b, p, bits,
+                          scale);
+  };
+  int64_t batch = static_cast<int64_t>(ids.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    if (ids[b] >= 0)
+      store(b, ids[b], closed.data() + b * D * 2);
+    for (uint32_t r = pro[b]; r < pro[b + 1]; ++r)
+      store(b, firstPool[b] + (r - pro[b]), pooled.data() + int64_t(r) * D * 2);
+  }
+}
+
+int run(const KernelSet &kernels, const reference::CacheFormat &format,
+        const char *name) {
+  std::mt19937 rng(format.scale == reference::Scale::Pow2 ? 5 : 3);
+  const std::vector<uint32_t> slotOf = {3, 0, 5, 1, 4};
+  const std::vector<int64_t> lengths = {301, 77, 5, 130, 64};
+  int64_t B = static_cast<int64_t>(slotOf.size());
+  std::vector<Sequence> seqs = randomSequences(KPOOL_BF16, D, slotOf, lengths,
+                                               rng);
+  std::vector<float> apeValues(K * D);
+  std::normal_distribution<float> dist(0.f, 2.f);
+  for (float &a : apeValues)
+    a = dist(rng);
+
+  // Pages: each request's pages in a shuffled order of all pages.
+  std::vector<uint32_t> order(kPages);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), rng);
+  int64_t width = 0;
+  for (int64_t n : lengths)
+    width = std::max(width, (n / K + kPageSize - 1) / kPageSize);
+  std::vector<uint32_t> table(B * width);
+  for (int64_t i = 0; i < B * width; ++i)
+    table[i] = order[i];
+
+  CacheBuffer cache;
+  cache.bytes.fill(0xA5);
+  cache.bytes.upload();
+  std::vector<uint8_t> expected = cache.bytes.image;
+  Tensor tail(2, {kSlots, 2, K, D});
+  tail.fill(0);
+  tail.upload();
+  Tensor ape(4, {K, D});
+  ape.image = bytesOf(apeValues);
+  ape.upload();
+
+  // The schedule: chunks of 1..37 tokens per request and call, every
+  // request in every call until it is done, then decode-sized chunks.
+  std::vector<int64_t> done(B, 0);
+  int calls = 0;
+  while (true) {
+    std::vector<int64_t> counts(B);
+    bool any = false;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t left = lengths[b] - done[b];
+      int64_t chunk = calls < 6 ? int64_t(rng() % 37) + 1 : 1;
+      counts[b] = std::min(left, chunk);
+      any |= counts[b] > 0;
+    }
+    if (!any)
+      break;
+    ++calls;
+    std::vector<uint32_t> iro = {0}, cacheLengths, slots;
+    std::vector<uint8_t> kRows, gRows;
+    for (int64_t b = 0; b < B; ++b) {
+      iro.push_back(iro.back() + uint32_t(counts[b]));
+      cacheLengths.push_back(uint32_t(done[b]));
+      slots.push_back(slotOf[b]);
+      kRows.insert(kRows.end(), seqs[b].keys.begin() + done[b] * D * 2,
+                   seqs[b].keys.begin() + (done[b] + counts[b]) * D * 2);
+      gRows.insert(gRows.end(), seqs[b].gates.begin() + done[b] * D * 2,
+                   seqs[b].gates.begin() + (done[b] + counts[b]) * D * 2);
+    }
+    int64_t T = iro.back();
+    int64_t capacity = T / K + B;
+    Tensor k(2, {std::max<int64_t>(T, 1), D}), g(2, {std::max<int64_t>(T, 1), D});
+    k.fill(0, kRows);
+    g.fill(0, gRows);
+    Tensor tIro(4, {B + 1}), tCache(4, {B}), tSlots(4, {B}), tTable(4, {B, width});
+    tIro.image = bytesOf(iro);
+    tCache.image = bytesOf(cacheLengths);
+    tSlots.image = bytesOf(slots);
+    tTable.image = bytesOf(table);
+    Tensor closed(2, {B, D}), ids(4, {B}), pro(4, {B + 1}),
+        pooled(2, {capacity, D});
+    for (Tensor *t : {&k, &g, &tIro, &tCache, &tSlots, &tTable, &closed, &ids,
+                      &pro, &pooled})
+      t->upload();
+    View kv = k.deviceView(), gv = g.deviceView();
+    kv.sizes[0] = gv.sizes[0] = T;
+    View base = cache.bytes.deviceView();
+    die(kernels.stepCache(closed.deviceView(), ids.deviceView(),
+                          pro.deviceView(), pooled.deviceView(),
+                          tail.deviceView(), cache.keys(base),
+                          cache.scales(base), kv, gv, ape.deviceView(),
+                          tIro.deviceView(), tCache.deviceView(),
+                          tSlots.deviceView(), int32_t(B),
+                          tTable.deviceView()));
+    std::vector<uint8_t> closedImg = closed.download();
+    std::vector<uint8_t> closedRows = closed.dense(&closedImg);
+    std::vector<uint8_t> idBytes = ids.download();
+    std::vector<uint8_t> proBytes = pro.download();
+    std::vector<uint8_t> pooledImg = pooled.download();
+    std::vector<int32_t> idValues(B);
+    std::memcpy(idValues.data(), idBytes.data(), 4 * B);
+    std::vector<uint32_t> proValues = wordsOf(proBytes);
+    std::vector<int64_t> firstPool(B);
+    for (int64_t b = 0; b < B; ++b)
+      firstPool[b] = (done[b] + K - 1) / K;
+    View hostBase = denseView(expected.data(), {kPages * kPageStride});
+    expectEntries(format, cache.keys(hostBase), cache.scales(hostBase),
+                  tTable.hostView(), closedRows, idValues,
+                  pooled.dense(&pooledImg), proValues, firstPool);
+    for (int64_t b = 0; b < B; ++b)
+      done[b] += counts[b];
+  }
+  std::vector<uint8_t> got = cache.bytes.download();
+  int64_t differ = 0, first = -1;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != expected[i]) {
+      if (first < 0)
+        first = int64_t(i);
+      ++differ;
+    }
+  int64_t written = 0;
+  for (size_t i = 0; i < expected.size(); ++i)
+    written += expected[i] != 0xA5;
+  std::printf("%s: %d calls, %lld cache bytes differ from the reference "
+              "(%lld bytes written)\n",
+              name, calls, (long long)differ, (long long)written);
+  if (first >= 0)
+    std::printf("  first at byte %lld: page %lld, offset %lld: got 0x%02x, "
+                "want 0x%02x\n",
+                (long long)first, (long long)(first / kPageStride),
+                (long long)(first % kPageStride), got[first], expected[first]);
+  expect(differ == 0 && written > 0,
+         "every entry is the formula on the device's dense pool, nothing "
+         "else written");
+
+  // The guards (validation off, as on a device): request 0's page is good
+  // (7), request 1's is -1, request 2's the page count N, and request 3's
+  // later pools need a second page the table does not have; only request
+  // 0's entries and request 3's first page change.
+  {
+    std::vector<uint32_t> iro = {0, 8, 16, 24, 104}, cacheLengths(4, 0),
+                          slots = {0, 1, 2, 3};
+    std::vector<uint32_t> bad = {7, uint32_t(-1), uint32_t(kPages), 9};
+    std::vector<uint8_t> kRows(seqs[0].keys.begin(),
+                               seqs[0].keys.begin() + 104 * D * 2);
+    Tensor k(2, {104, D}), tIro(4, {5}), tCache(4, {4}), tSlots(4, {4}),
+        tTable(4, {4, 1}), closed(2, {4, D}), ids(4, {4}), pro(4, {5}),
+        pooled(2, {30, D});
+    k.fill(0, kRows);
+    tIro.image = bytesOf(iro);
+    tCache.image = bytesOf(cacheLengths);
+    tSlots.image = bytesOf(slots);
+    tTable.image = bytesOf(bad);
+    for (Tensor *t : {&k, &tIro, &tCache, &tSlots, &tTable, &closed, &ids,
+                      &pro, &pooled})
+      t->upload();
+    View base = cache.bytes.deviceView();
+    die(kernels.stepCache(closed.deviceView(), ids.deviceView(),
+                          pro.deviceView(), pooled.deviceView(),
+                          tail.deviceView(), cache.keys(base),
+                          cache.scales(base), k.deviceView(), k.deviceView(),
+                          ape.deviceView(), tIro.deviceView(),
+                          tCache.deviceView(), tSlots.deviceView(), 4,
+                          tTable.deviceView(), Stream(), Validation::Trust));
+    std::vector<uint8_t> pooledImg = pooled.download();
+    std::vector<uint8_t> proBytes = pro.download();
+    std::vector<uint8_t> closedImg = closed.download();
+    std::vector<int32_t> idValues(4, -1);
+    View hostBase = denseView(expected.data(), {kPages * kPageStride});
+    expectEntries(format, cache.keys(hostBase), cache.scales(hostBase),
+                  tTable.hostView(), closed.dense(&closedImg), idValues,
+                  pooled.dense(&pooledImg), wordsOf(proBytes), {0, 0, 0, 0});
+    std::vector<uint8_t> after = cache.bytes.download();
+    expect(after == expected,
+           "bad block-table entries (-1, a page at N, past the table's "
+           "width) write nothing; the good entries are written");
+  }
+  return 0;
+}
+
+} // namespace
+
+int main() {
+  std::printf("kpool-gpu-cache-check: %s\n", deviceDescription().c_str());
+  KernelSet absmax(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_absmax),
+                   KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_absmax));
+  KernelSet pow2(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_pow2),
+                 KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_pow2));
+  reference::CacheFormat f;
+  f.entry = reference::CacheEntry::FP8;
+  f.rotate = reference::Rotate::Hadamard;
+  f.scale = reference::Scale::Absmax;
+  run(absmax, f, "fp8 hadamard absmax");
+  f.scale = reference::Scale::Pow2;
+  run(pow2, f, "fp8 hadamard pow2");
+  std::printf("%s\n", failures ? "FAILED" : "all passed");
+  return failures ? 1 : 0;
+}
