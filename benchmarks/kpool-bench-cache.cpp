@@ -13,6 +13,9 @@
 //             the dense rows (AVX2 where the CPU has it): the engines'
 //             original two-launch form. Its second pass is also timed
 //             alone (scatter).
+//   dense-t, fused-t  the two kernels with Validation::Trust: the kernels
+//             alone, without host validation of the metadata and the block
+//             table (what a GPU call does).
 //
 // The fused and separate caches are compared byte for byte before anything
 // is timed (the same formulas on the same dense rows): a difference prints
@@ -356,6 +359,20 @@ int main(int argc, char **argv) {
       scatter(pooledA.data(), call.pools, call.compressDest.data(),
               separateCache.bytes.data());
     };
+    // The kernels alone (Validation::Trust): what a GPU call does, and the
+    // share of the time that host validation takes.
+    auto runDenseTrust = [&] {
+      die(dense->compress(pa, call.kView(), call.gateView(), call.apeView(),
+                          call.iroView(), call.proView(), call.cacheView(),
+                          Stream(), Validation::Trust));
+    };
+    auto runFusedTrust = [&] {
+      die(fused->compressCache(pb, fusedCache.keys, fusedCache.scales,
+                               call.kView(), call.gateView(), call.apeView(),
+                               call.iroView(), call.proView(),
+                               call.cacheView(), call.tableView(), Stream(),
+                               Validation::Trust));
+    };
     auto runSeparate = [&] {
       runDense();
       runScatter();
@@ -373,8 +390,11 @@ int main(int argc, char **argv) {
     std::vector<Row> rows = {{"dense", read + pooledBytes},
                              {"fused", read + pooledBytes + entry},
                              {"separate", read + 2 * pooledBytes + entry},
-                             {"scatter", pooledBytes + entry}};
-    auto t = measureAdaptive({runDense, runFused, runSeparate, runScatter},
+                             {"scatter", pooledBytes + entry},
+                             {"dense-t", read + pooledBytes},
+                             {"fused-t", read + pooledBytes + entry}};
+    auto t = measureAdaptive({runDense, runFused, runSeparate, runScatter,
+                              runDenseTrust, runFusedTrust},
                              rounds, sample, budget);
     print("prefill", call.pools, rows, t);
   }

@@ -3,7 +3,6 @@
 #include "Validation.h"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
 
 using namespace kpool;
@@ -186,37 +185,52 @@ Status Validator::cacheShapes(const View &keys, const View &scales,
 Status Validator::cacheEntries(
     const std::vector<uint32_t> &table, int64_t width, int64_t pages,
     int64_t pageSize, const std::vector<std::pair<int64_t, int64_t>> &pools) {
-  // (page, row) -> (request, pool) of the first pool stored there.
-  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> owner;
-  for (auto [b, p] : pools) {
+  // Each stored entry as (page * pageSize + row, index into `pools`),
+  // sorted to find two pools in one entry: O(P log P) on flat integers,
+  // the same order of work as reading the metadata.
+  std::vector<std::pair<uint64_t, size_t>> entries;
+  entries.reserve(pools.size());
+  for (size_t i = 0; i < pools.size(); ++i) {
+    auto [b, p] = pools[i];
     std::string req = "request " + std::to_string(b) + ": ";
     int64_t index = p / pageSize;
-    std::string entry = "block_table[" + std::to_string(b) + ", " +
-                        std::to_string(index) + "]";
+    auto entry = [&] {
+      return "block_table[" + std::to_string(b) + ", " +
+             std::to_string(index) + "]";
+    };
     if (index >= width)
-      return error(req + "pool " + std::to_string(p) + " goes to " + entry +
+      return error(req + "pool " + std::to_string(p) + " goes to " + entry() +
                    ", past the table's " + std::to_string(width) +
                    " pages per request (page_size " +
                    std::to_string(pageSize) + ")");
     uint32_t page = table[b * width + index];
     if (page == UINT32_MAX)
-      return error(req + "pool " + std::to_string(p) + " goes to " + entry +
+      return error(req + "pool " + std::to_string(p) + " goes to " + entry() +
                    ", which is -1 (padding)");
     if (page >= pages)
-      return error(req + entry + " = " + std::to_string(page) +
+      return error(req + entry() + " = " + std::to_string(page) +
                    " is not below the cache's " + std::to_string(pages) +
                    " pages (pool " + std::to_string(p) + ")");
-    auto [it, inserted] =
-        owner.insert({{int64_t(page), p % pageSize}, {b, p}});
-    if (!inserted) {
-      auto [other, otherPool] = it->second;
-      return error(req + "pool " + std::to_string(p) + " goes to page " +
-                   std::to_string(page) + " row " +
-                   std::to_string(p % pageSize) + ", which " +
-                   (other == b ? "its pool " + std::to_string(otherPool)
-                               : "request " + std::to_string(other)) +
-                   " also writes in this call");
-    }
+    entries.push_back(
+        {uint64_t(page) * uint64_t(pageSize) + uint64_t(p % pageSize), i});
+  }
+  std::sort(entries.begin(), entries.end());
+  for (size_t k = 1; k < entries.size(); ++k) {
+    if (entries[k].first != entries[k - 1].first)
+      continue;
+    // Report the later of the two pools (in call order), as a map of
+    // first writers would.
+    size_t first = std::min(entries[k].second, entries[k - 1].second);
+    size_t second = std::max(entries[k].second, entries[k - 1].second);
+    auto [b, p] = pools[second];
+    auto [other, otherPool] = pools[first];
+    uint64_t page = entries[k].first / uint64_t(pageSize);
+    return error("request " + std::to_string(b) + ": pool " +
+                 std::to_string(p) + " goes to page " + std::to_string(page) +
+                 " row " + std::to_string(p % pageSize) + ", which " +
+                 (other == b ? "its pool " + std::to_string(otherPool)
+                             : "request " + std::to_string(other)) +
+                 " also writes in this call");
   }
   return Status();
 }

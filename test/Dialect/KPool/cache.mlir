@@ -41,10 +41,10 @@
 
 // CPU-LABEL: func.func @compress_to_cache
 // CPU-NOT: kpool.cache_entry
-// CPU: vector.load {{.*}} vector<128xbf16>
+// CPU: vector.load {{.*}} vector<8xbf16>
 // CPU: vector.shuffle
 // CPU: vector.reduction <maxnumf>
-// CPU: vector.store {{.*}} vector<128xf8E4M3FN>
+// CPU: vector.store {{.*}} vector<8xf8E4M3FN>
 // CPU: memref.store {{.*}} memref<f32, strided<[], offset: ?>>
 
 // GPU-LABEL: func.func @compress_to_cache

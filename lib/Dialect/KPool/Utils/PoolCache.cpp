@@ -1,10 +1,11 @@
 //===- PoolCache.cpp - one pool's pool-cache entry, on any backend --------===//
 //
-// See PoolCache.h. A lane holds its channels `i * lanes + lane` as one
-// vector<n x f32> (n = D / lanes): stage `h` of the rotation pairs channel
-// c with c ^ h, which is element i ^ (h / lanes) of the same lane when
-// h >= lanes (a vector shuffle) and element i of lane `lane ^ h` otherwise
-// (a warp shuffle). Channel c keeps `x_c + x_{c^h}` where bit h of c is
+// See PoolCache.h. A lane holds its channels `i * lanes + lane` (n = D /
+// lanes of them) in chunks of vector<w x f32>: stage `h` of the rotation
+// pairs channel c with c ^ h, which is element i of lane `lane ^ h` when
+// h < lanes (a warp shuffle), else element i ^ (h / lanes) of the same
+// lane: in the same chunk (a vector shuffle) or in chunk c ^ (h / lanes /
+// w) (whole-vector adds and subtracts). Channel c keeps `x_c + x_{c^h}` where bit h of c is
 // clear and takes `x_{c^h} - x_c` where it is set, the spec's pair
 // `(x_i + x_{i+h}, x_i - x_{i+h})`.
 //
@@ -27,23 +28,40 @@ using namespace mlir::kpool;
 
 namespace {
 
+/// The values a lane holds: its `n` channels (element i is channel
+/// `i * lanes + lane`) as `n / w` chunks of `vector<w x f32>` (element i is
+/// element `i mod w` of chunk `i / w`). One chunk on the GPU (a lane holds
+/// few channels); register-wide chunks on the CPU, where one lane holds the
+/// whole entry, so that every operation is on native vectors.
+using Chunks = SmallVector<Value>;
+
 /// Emission of one lane's share of an entry.
 class EntryBuilder {
 public:
   EntryBuilder(OpBuilder &b, Location loc, const CacheEntryLanes &lanes,
                int64_t channels)
       : b(b), loc(loc), lanes(lanes), n(channels / lanes.lanes),
-        f32(b.getF32Type()), i32(b.getI32Type()),
-        vf32(VectorType::get({n}, f32)), vi32(VectorType::get({n}, i32)) {}
+        w(chunkWidth(lanes, n)), f32(b.getF32Type()), i32(b.getI32Type()),
+        vf32(VectorType::get({w}, f32)) {}
+
+  /// Channels per chunk: all of them with several lanes; on one lane the
+  /// widest power of two of at most kChunk that divides the entry.
+  static int64_t chunkWidth(const CacheEntryLanes &lanes, int64_t n) {
+    constexpr int64_t kChunk = 8; // f32 lanes of a 256-bit register
+    if (lanes.lanes > 1)
+      return n;
+    int64_t w = 1;
+    while (w * 2 <= kChunk && n % (w * 2) == 0)
+      w *= 2;
+    return w;
+  }
+
+  int64_t numChunks() const { return n / w; }
 
   Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value splatF32(float v) {
     return arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(vf32, b.getF32FloatAttr(v)));
-  }
-  Value splatI32(int32_t v) {
-    return arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(vi32, b.getI32IntegerAttr(v)));
   }
   Value f32Const(float v) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
@@ -62,88 +80,128 @@ public:
     return strides.back() == 1;
   }
 
-  /// This lane's channels of `row` as f32.
-  Value load(Value row) {
-    auto type = cast<MemRefType>(row.getType());
-    Type elt = type.getElementType();
-    Value v;
-    if (lanes.lanes == 1 && unitStride(row)) {
-      v = vector::LoadOp::create(b, loc, VectorType::get({n}, elt), row,
-                                 ValueRange{idx(0)});
-    } else {
-      SmallVector<Value> elems;
-      for (int64_t i = 0; i < n; ++i)
-        elems.push_back(memref::LoadOp::create(b, loc, row, channel(i)));
-      v = vector::FromElementsOp::create(b, loc, VectorType::get({n}, elt),
-                                         elems);
+  /// This lane's channels of `row` as f32 chunks.
+  Chunks load(Value row) {
+    Type elt = cast<MemRefType>(row.getType()).getElementType();
+    VectorType chunkType = VectorType::get({w}, elt);
+    Chunks chunks;
+    for (int64_t c = 0; c < numChunks(); ++c) {
+      Value v;
+      if (lanes.lanes == 1 && unitStride(row)) {
+        v = vector::LoadOp::create(b, loc, chunkType, row,
+                                   ValueRange{idx(c * w)});
+      } else {
+        SmallVector<Value> elems;
+        for (int64_t j = 0; j < w; ++j)
+          elems.push_back(memref::LoadOp::create(b, loc, row,
+                                                 channel(c * w + j)));
+        v = vector::FromElementsOp::create(b, loc, chunkType, elems);
+      }
+      if (elt != f32)
+        v = arith::ExtFOp::create(b, loc, vf32, v);
+      chunks.push_back(v);
     }
-    if (elt != f32)
-      v = arith::ExtFOp::create(b, loc, vf32, v);
-    return v;
+    return chunks;
   }
 
-  /// Stores this lane's channels `v` (n elements of `row`'s type).
-  void store(Value v, Value row) {
-    if (lanes.lanes == 1 && unitStride(row)) {
-      vector::StoreOp::create(b, loc, v, row, ValueRange{idx(0)});
-      return;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      Value e = vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{i});
-      memref::StoreOp::create(b, loc, e, row, channel(i));
+  /// Stores this lane's channels `chunks` (of `row`'s element type).
+  void store(const Chunks &chunks, Value row) {
+    for (int64_t c = 0; c < numChunks(); ++c) {
+      if (lanes.lanes == 1 && unitStride(row)) {
+        vector::StoreOp::create(b, loc, chunks[c], row,
+                                ValueRange{idx(c * w)});
+        continue;
+      }
+      for (int64_t j = 0; j < w; ++j) {
+        Value e =
+            vector::ExtractOp::create(b, loc, chunks[c], ArrayRef<int64_t>{j});
+        memref::StoreOp::create(b, loc, e, row, channel(c * w + j));
+      }
     }
   }
 
-  /// v(c ^ h) for this lane's channels c.
-  Value partner(Value v, int64_t h) {
-    if (h >= lanes.lanes) {
-      int64_t hv = h / lanes.lanes;
-      SmallVector<int64_t> mask;
-      for (int64_t i = 0; i < n; ++i)
-        mask.push_back(i ^ hv);
-      return vector::ShuffleOp::create(b, loc, v, v, mask);
-    }
-    SmallVector<Value> elems;
-    for (int64_t i = 0; i < n; ++i) {
-      Value e = vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{i});
-      elems.push_back(lanes.shuffleXor(b, loc, e, h));
-    }
-    return vector::FromElementsOp::create(b, loc, vf32, elems);
+  /// `fn` on every chunk.
+  Chunks map(const Chunks &in, function_ref<Value(Value)> fn) {
+    Chunks out;
+    for (Value v : in)
+      out.push_back(fn(v));
+    return out;
   }
 
-  /// i1 vector: bit h of this lane's channels is clear.
-  Value bitClear(int64_t h) {
-    if (h >= lanes.lanes) {
-      int64_t hv = h / lanes.lanes;
-      SmallVector<bool> bits;
-      for (int64_t i = 0; i < n; ++i)
-        bits.push_back((i & hv) == 0);
-      return arith::ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(VectorType::get({n}, b.getI1Type()), bits));
-    }
-    Value bit = arith::AndIOp::create(b, loc, lanes.lane, idx(h));
-    Value clear = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bit,
-                                        idx(0));
-    return vector::BroadcastOp::create(
-        b, loc, VectorType::get({n}, b.getI1Type()), clear);
+  /// i1 vector: bit `bit` of the in-chunk element index is clear.
+  Value elementBitClear(int64_t bit) {
+    SmallVector<bool> bits;
+    for (int64_t j = 0; j < w; ++j)
+      bits.push_back((j & bit) == 0);
+    return arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(VectorType::get({w}, b.getI1Type()), bits));
   }
 
-  /// The staged transform, stages h = 1, 2, ..., D/2.
-  Value hadamard(Value v, int64_t channels) {
+  /// `(clear ? v + p : p - v)`: channel c keeps x_c + x_{c^h} where bit h
+  /// of c is clear and takes x_{c^h} - x_c where it is set.
+  Value butterfly(Value v, Value p, Value clear) {
+    Value sum = arith::AddFOp::create(b, loc, v, p);
+    Value diff = arith::SubFOp::create(b, loc, p, v);
+    return arith::SelectOp::create(b, loc, clear, sum, diff);
+  }
+
+  /// The staged transform, stages h = 1, 2, ..., D/2 (channel distances).
+  Chunks hadamard(Chunks v, int64_t channels) {
     for (int64_t h = 1; h < channels; h *= 2) {
-      Value p = partner(v, h);
-      Value sum = arith::AddFOp::create(b, loc, v, p);
-      Value diff = arith::SubFOp::create(b, loc, p, v);
-      v = arith::SelectOp::create(b, loc, bitClear(h), sum, diff);
+      if (h < lanes.lanes) {
+        // Across lanes: element i of lane `lane ^ h`.
+        Value bit = arith::AndIOp::create(b, loc, lanes.lane, idx(h));
+        Value clear = vector::BroadcastOp::create(
+            b, loc, VectorType::get({w}, b.getI1Type()),
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bit,
+                                  idx(0)));
+        v = map(v, [&](Value chunk) {
+          SmallVector<Value> elems;
+          for (int64_t j = 0; j < w; ++j) {
+            Value e =
+                vector::ExtractOp::create(b, loc, chunk, ArrayRef<int64_t>{j});
+            elems.push_back(lanes.shuffleXor(b, loc, e, h));
+          }
+          Value p = vector::FromElementsOp::create(b, loc, vf32, elems);
+          return butterfly(chunk, p, clear);
+        });
+        continue;
+      }
+      int64_t hv = h / lanes.lanes; // distance between a lane's elements
+      if (hv < w) {
+        // Within a chunk.
+        SmallVector<int64_t> mask;
+        for (int64_t j = 0; j < w; ++j)
+          mask.push_back(j ^ hv);
+        Value clear = elementBitClear(hv);
+        v = map(v, [&](Value chunk) {
+          Value p = vector::ShuffleOp::create(b, loc, chunk, chunk, mask);
+          return butterfly(chunk, p, clear);
+        });
+        continue;
+      }
+      // Between chunks c and c ^ (hv / w): whole-vector adds and subtracts.
+      int64_t hc = hv / w;
+      Chunks next(v.size());
+      for (int64_t c = 0; c < numChunks(); ++c) {
+        if (c & hc)
+          continue;
+        next[c] = arith::AddFOp::create(b, loc, v[c], v[c ^ hc]);
+        next[c ^ hc] = arith::SubFOp::create(b, loc, v[c], v[c ^ hc]);
+      }
+      v = next;
     }
     return v;
   }
 
   /// max over the entry of `v` (f32, every lane gets it).
-  Value reduceMax(Value v) {
+  Value reduceMax(const Chunks &v) {
+    Value acc = v.front();
+    for (size_t c = 1; c < v.size(); ++c)
+      acc = arith::MaxNumFOp::create(b, loc, acc, v[c]);
     Value m = vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXNUMF,
-                                          v);
+                                          acc);
     for (int64_t s = lanes.lanes / 2; s >= 1; s /= 2)
       m = arith::MaxNumFOp::create(b, loc, m, lanes.shuffleXor(b, loc, m, s));
     return m;
@@ -152,9 +210,9 @@ public:
   OpBuilder &b;
   Location loc;
   const CacheEntryLanes &lanes;
-  int64_t n;
+  int64_t n, w;
   Type f32, i32;
-  VectorType vf32, vi32;
+  VectorType vf32;
 };
 
 } // namespace
@@ -218,25 +276,31 @@ void mlir::kpool::buildCacheEntry(OpBuilder &b, CacheEntryOp op,
   int64_t channels = valueType.getDimSize(0);
   Type T = valueType.getElementType();
   EntryBuilder e(b, loc, lanes, channels);
+  VectorType chunkOfT = VectorType::get({e.w}, T);
 
   // x = f32(T(pool)): the dense value's bits.
-  Value y = e.load(op.getValue());
+  Chunks y = e.load(op.getValue());
   if (op.getRotate() == Rotate::hadamard) {
     y = e.hadamard(y, channels);
     // y = f32(T(f32(y * c))), c = f32(1/sqrt(D)).
-    float c = static_cast<float>(1.0 / std::sqrt(static_cast<double>(channels)));
-    y = arith::MulFOp::create(b, loc, y, e.splatF32(c));
-    if (T != e.f32) {
-      Value rounded =
-          arith::TruncFOp::create(b, loc, VectorType::get({e.n}, T), y);
-      y = arith::ExtFOp::create(b, loc, e.vf32, rounded);
-    }
+    float c =
+        static_cast<float>(1.0 / std::sqrt(static_cast<double>(channels)));
+    Value scale = e.splatF32(c);
+    y = e.map(y, [&](Value v) -> Value {
+      v = arith::MulFOp::create(b, loc, v, scale);
+      if (T == e.f32)
+        return v;
+      Value rounded = arith::TruncFOp::create(b, loc, chunkOfT, v);
+      return arith::ExtFOp::create(b, loc, e.vf32, rounded);
+    });
   }
 
   if (!isa<Float8E4M3FNType>(entryType.getElementType())) {
-    Value out = y;
+    Chunks out = y;
     if (T != e.f32)
-      out = arith::TruncFOp::create(b, loc, VectorType::get({e.n}, T), y);
+      out = e.map(y, [&](Value v) -> Value {
+        return arith::TruncFOp::create(b, loc, chunkOfT, v);
+      });
     e.store(out, op.getEntry());
     return;
   }
@@ -244,7 +308,8 @@ void mlir::kpool::buildCacheEntry(OpBuilder &b, CacheEntryOp op,
   // a = max(max |y|, 1e-4); s = f32(a * f32(1/448)), or the smallest power
   // of two at or above it (exact on the bits: a normal f32 with a non-zero
   // mantissa goes to the next exponent).
-  Value a = e.reduceMax(math::AbsFOp::create(b, loc, y));
+  Value a = e.reduceMax(
+      e.map(y, [&](Value v) -> Value { return math::AbsFOp::create(b, loc, v); }));
   a = arith::MaxNumFOp::create(b, loc, a, e.f32Const(1e-4f));
   Value s = arith::MulFOp::create(b, loc, a, e.f32Const(1.0f / 448.0f));
   if (op.getScaleMode() == Scale::pow2) {
@@ -263,28 +328,31 @@ void mlir::kpool::buildCacheEntry(OpBuilder &b, CacheEntryOp op,
   }
 
   // codes = e4m3fn(min(max(y / s, -448), 448)).
-  Value q = arith::DivFOp::create(
-      b, loc, y, vector::BroadcastOp::create(b, loc, e.vf32, s));
-  q = arith::MinNumFOp::create(
-      b, loc, arith::MaxNumFOp::create(b, loc, q, e.splatF32(-448.0f)),
-      e.splatF32(448.0f));
-  Value codes;
-  if (lanes.toE4M3FNPair && e.n % 2 == 0) {
-    SmallVector<Value> elems;
-    for (int64_t i = 0; i < e.n; i += 2) {
-      Value lo = vector::ExtractOp::create(b, loc, q, ArrayRef<int64_t>{i});
-      Value hi = vector::ExtractOp::create(b, loc, q, ArrayRef<int64_t>{i + 1});
-      auto [cLo, cHi] = lanes.toE4M3FNPair(b, loc, lo, hi);
-      elems.push_back(cLo);
-      elems.push_back(cHi);
+  Value sv = vector::BroadcastOp::create(b, loc, e.vf32, s);
+  Value lo = e.splatF32(-448.0f), hi = e.splatF32(448.0f);
+  Type codeType = VectorType::get({e.w}, entryType.getElementType());
+  Type i8Chunk = VectorType::get({e.w}, b.getI8Type());
+  Chunks codes = e.map(y, [&](Value v) -> Value {
+    Value q = arith::DivFOp::create(b, loc, v, sv);
+    q = arith::MinNumFOp::create(b, loc, arith::MaxNumFOp::create(b, loc, q, lo),
+                                 hi);
+    Value c;
+    if (lanes.toE4M3FNPair && e.w % 2 == 0) {
+      SmallVector<Value> elems;
+      for (int64_t i = 0; i < e.w; i += 2) {
+        Value x0 = vector::ExtractOp::create(b, loc, q, ArrayRef<int64_t>{i});
+        Value x1 =
+            vector::ExtractOp::create(b, loc, q, ArrayRef<int64_t>{i + 1});
+        auto [c0, c1] = lanes.toE4M3FNPair(b, loc, x0, x1);
+        elems.push_back(c0);
+        elems.push_back(c1);
+      }
+      c = vector::FromElementsOp::create(b, loc, i8Chunk, elems);
+    } else {
+      c = buildE4M3FNEncode(b, loc, q);
     }
-    codes = vector::FromElementsOp::create(
-        b, loc, VectorType::get({e.n}, b.getI8Type()), elems);
-  } else {
-    codes = buildE4M3FNEncode(b, loc, q);
-  }
-  codes = arith::BitcastOp::create(
-      b, loc, VectorType::get({e.n}, entryType.getElementType()), codes);
+    return arith::BitcastOp::create(b, loc, codeType, c);
+  });
   e.store(codes, op.getEntry());
 
   Value scale = op.getScale();
