@@ -149,6 +149,36 @@ KPoolKernelSet *kernelSet(int i) {
 
 int64_t elementSize(KPoolElementType t) { return t == KPOOL_F32 ? 4 : 2; }
 
+/// The pool-cache sets: FP8 with the rotation (bf16, head_dim 8, kpool 4)
+/// and entries of the element type without it (f16, head_dim 3, kpool 1).
+struct CacheConfig {
+  Config c;
+  KPoolCacheEntry entry;
+  KPoolCacheRotate rotate;
+  KPoolCacheScale scale;
+};
+const CacheConfig kCacheConfigs[] = {
+    {{KPOOL_BF16, 8, 4, 16, false}, KPOOL_CACHE_FP8, KPOOL_ROTATE_HADAMARD,
+     KPOOL_SCALE_POW2},
+    {{KPOOL_F16, 3, 1, 0, false}, KPOOL_CACHE_ELEMENT, KPOOL_ROTATE_NONE,
+     KPOOL_SCALE_ABSMAX}};
+constexpr int kNumCacheConfigs =
+    sizeof(kCacheConfigs) / sizeof(kCacheConfigs[0]);
+
+KPoolKernelSet *cacheKernelSet(int i) {
+  static KPoolKernelSet *sets[kNumCacheConfigs] = {};
+  if (!sets[i]) {
+    const CacheConfig &cc = kCacheConfigs[i];
+    KPoolError *e = kpoolKernelSetCreateWithCache(
+        KPOOL_TARGET_CPU, cc.c.type, cc.c.headDim, cc.c.kpool, cc.c.openmp,
+        cc.c.vectorSize, cc.entry, cc.rotate, cc.scale, &sets[i]);
+    if (e)
+      fail(std::string("cannot compile a menu pool-cache kernel set: ") +
+           kpoolErrorMessage(e));
+  }
+  return sets[i];
+}
+
 /// An element pattern no kernel produces from finite inputs (a NaN).
 uint32_t sentinelBits(int64_t size) {
   return size == 4 ? 0x7fc0dead : 0x7fde; // f32 NaN; bf16 NaN (f16: NaN too)
@@ -866,6 +896,72 @@ void fuzzCompress(Call &call, Bytes &in) {
   }
 }
 
+/// compress with a pool cache: random views of the cache (pages, page size,
+/// strides), block tables with in-range pages, -1, pages at or past N and
+/// huge ids, tables narrower than the pools; validated or not. Every call
+/// succeeds or errs, writes only inside its output views and nothing when
+/// it fails (finish); the cache's exact contents are
+/// test/Runtime/cache-differential.test's.
+void fuzzCompressCache(int which, Bytes &in) {
+  const CacheConfig &cc = kCacheConfigs[which];
+  const Config &c = cc.c;
+  KPoolKernelSet *ks = cacheKernelSet(which);
+  bool validate = in.chance(170);
+  int64_t es = elementSize(c.type), B = in.range(0, 4), T = in.range(0, 24);
+  Operand pooled, k, gate, ape, iro, pro, cache, keys, scales, table;
+  build(k, {"k", Input, es, {T, c.headDim}, true, true}, in);
+  build(gate, {"gate", Input, es, {T, c.headDim}, true, true}, in);
+  bool rowsBounded = k.lying || gate.lying;
+  if (rowsBounded)
+    T = std::min(k.lying ? k.realSize0 : T, gate.lying ? gate.realSize0 : T);
+  Metadata m = makeMetadata(in, B, T, c.kpool, 3, rowsBounded, false);
+  int64_t P = std::max<int64_t>(0, int64_t(m.pro[B]) + in.range(-2, 2));
+  if (P > 64)
+    P = in.range(0, 64);
+  int64_t N = in.range(0, 5), pageSize = in.range(in.chance(16) ? 0 : 1, 4);
+  int64_t W = in.range(0, 3);
+  bool fp8 = cc.entry == KPOOL_CACHE_FP8;
+  build(pooled, {"pooled", Output, es, {P, c.headDim}}, in);
+  build(ape, {"ape", Input, 4, {c.kpool, c.headDim}}, in);
+  build(iro, {"input_row_offsets", Input, 4, {B + 1}, false}, in);
+  build(pro, {"pool_row_offsets", Input, 4, {B + 1}, false}, in);
+  build(cache, {"cache_lengths", Input, 4, {B}}, in);
+  build(keys, {"cache_keys", Output, fp8 ? 1 : es, {N, pageSize, c.headDim}},
+        in);
+  build(scales, {"cache_scales", Output, 4, {N, pageSize}}, in);
+  build(table, {"block_table", Input, 4, {B, W}, false}, in);
+  fillFloats(k, c.type, in);
+  fillFloats(gate, c.type, in);
+  fillFloats(ape, KPOOL_F32, in);
+  fillFloats(pooled, c.type, in);
+  writeMetadata(iro, m.iro);
+  writeMetadata(pro, m.pro);
+  writeMetadata(cache, m.cache);
+  if (table.hasData() && table.view.rank == 2) {
+    std::vector<uint32_t> pick = {0, 1, 2, 3, 4, uint32_t(N), 0xffffffffu,
+                                  0x7fffffffu, 0x80000000u};
+    forEachIndex(table.view, [&](const int64_t *idx) {
+      uint32_t v = pick[in.range(0, int64_t(pick.size()) - 1)];
+      memcpy(static_cast<uint8_t *>(table.view.data) +
+                 table.offset(idx) * table.esize,
+             &v, 4);
+    });
+  }
+  std::vector<Operand *> all = {&pooled, &keys, &scales, &k,     &gate,
+                                &ape,    &iro,  &pro,    &cache, &table};
+  for (Operand *o : all)
+    if (!o->nullView)
+      o->save();
+  traceCall("compress_cache config " + std::to_string(which) + " validate " +
+                std::to_string(validate),
+            all);
+  KPoolError *e = kpoolCompressCache(
+      ks, pooled.ptr(), keys.ptr(), scales.ptr(), k.ptr(), gate.ptr(),
+      ape.ptr(), iro.ptr(), pro.ptr(), cache.ptr(), table.ptr(), nullptr,
+      validate);
+  finish("compress_cache", e, all);
+}
+
 /// seed_tail and ring_close share their operands.
 struct RingOperands {
   Operand tail, k, gate, iro, cache, slots;
@@ -1315,6 +1411,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (what == 14) {
       fuzzPoolStore(config, in);
+      continue;
+    }
+    if (what == 13) {
+      fuzzCompressCache(static_cast<int>(in.range(0, kNumCacheConfigs - 1)),
+                        in);
       continue;
     }
     Call call(config, in);
