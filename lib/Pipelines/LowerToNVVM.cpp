@@ -12,6 +12,8 @@
 
 #include "kpool/Pipelines/Pipelines.h"
 
+#include <cstdio>
+
 #include "kpool/Conversion/Passes.h"
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
@@ -73,6 +75,15 @@ constexpr int kPtxVersions[] = {32, 40, 41, 42, 43, 50, 60, 61, 62, 63, 64,
 
 std::string ptxName(int version) {
   return std::to_string(version / 10) + "." + std::to_string(version % 10);
+}
+
+/// Whether `chip` (one of kChips) has the FP8 conversion instructions:
+/// sm_89 and every later family.
+bool hasHardwareFP8(const std::string &chip) {
+  int number = 0;
+  if (sscanf(chip.c_str(), "sm_%d", &number) != 1)
+    return false;
+  return number >= 89;
 }
 
 bool isFile(const std::string &path) {
@@ -202,6 +213,9 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   mapOptions.approximateExp = options.approximateExp;
   mapOptions.fastMath = options.fastMath;
   mapOptions.gridBlocks = options.gridBlocks;
+  // The FP8 conversion instruction (cvt...e4m3x2) exists from sm_89 on;
+  // older chips get the exact software conversion, the same codes.
+  mapOptions.hardwareFP8 = hasHardwareFP8(options.chip);
   pm.addNestedPass<func::FuncOp>(createKPoolMapToGPUPass(mapOptions));
   // The scalar channel loops are already scf.for; this catches any other
   // linalg op a caller put next to the kpool ops.

@@ -975,6 +975,7 @@ class PagedPoolStore:
             pools = (self._tokens[slot] + n) // self.kpool
             needed.append(max(0, -(-pools // self.page_size)
                               - len(self._pages[slot])))
+        cache = np.array([self._tokens[s] for s in slot_list], dtype=np.uint32)
         if sum(needed) > len(self._free):
             raise KPoolError(f"{op}: the call needs {sum(needed)} new pages, "
                              f"{len(self._free)} are free")
@@ -988,7 +989,6 @@ class PagedPoolStore:
         table = np.full((len(slot_list), width), -1, dtype=np.int64)
         for b, slot in enumerate(slot_list):
             table[b, :len(self._pages[slot])] = self._pages[slot]
-        cache = np.array([self._tokens[s] for s in slot_list], dtype=np.uint32)
         try:
             self.kernels.step(self.tail, k, gate, self._ape, iro, cache,
                               np.array(slot_list, dtype=np.uint32),

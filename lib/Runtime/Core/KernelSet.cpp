@@ -49,14 +49,12 @@ public:
     return Status();
   }
 
-  /// A 2-D metadata view (the block table) in host memory, row-major.
-  static void readTable(const View &view, std::vector<uint32_t> &out) {
-    out.resize(view.sizes[0] * view.sizes[1]);
-    const auto *data = static_cast<const uint32_t *>(view.data);
-    for (int64_t i = 0; i < view.sizes[0]; ++i)
-      for (int64_t j = 0; j < view.sizes[1]; ++j)
-        out[i * view.sizes[1] + j] =
-            data[i * view.strides[0] + j * view.strides[1]];
+  /// Entry (i, j) of a 2-D metadata view (the block table) in host memory.
+  static std::function<uint32_t(int64_t, int64_t)> tableReader(const View &v) {
+    return [v](int64_t i, int64_t j) {
+      return static_cast<const uint32_t *>(
+          v.data)[i * v.strides[0] + j * v.strides[1]];
+    };
   }
 
   Validator validator(const char *op) const {
@@ -648,13 +646,12 @@ static Status checkCompressCacheOperands(
   KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, batch));
   if (!check)
     return Status();
-  std::vector<uint32_t> offsets, lengths, tableValues;
+  std::vector<uint32_t> offsets, lengths;
   std::vector<uint32_t> expected(batch + 1);
   KPOOL_TRY(v.load(iro, offsets));
   KPOOL_TRY(v.load(cache, lengths));
   KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
-  KernelSetImpl::readTable(table, tableValues);
-  return v.cacheEntries(tableValues, table.sizes[1], keys.sizes[0],
+  return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1], keys.sizes[0],
                         keys.sizes[1],
                         compressPools(offsets, lengths, expected,
                                       impl.config.kpool));
@@ -706,13 +703,12 @@ static Status checkRingCloseCacheOperands(
   KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, cache.sizes[0]));
   if (!check)
     return Status();
-  std::vector<uint32_t> offsets, lengths, tableValues;
+  std::vector<uint32_t> offsets, lengths;
   KPOOL_TRY(v.load(iro, offsets));
   KPOOL_TRY(v.load(cache, lengths));
-  KernelSetImpl::readTable(table, tableValues);
   std::vector<std::pair<int64_t, int64_t>> pools;
   ringClosePools(offsets, lengths, numRequests, c.kpool, pools);
-  return v.cacheEntries(tableValues, table.sizes[1], keys.sizes[0],
+  return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1], keys.sizes[0],
                         keys.sizes[1], pools);
 }
 
@@ -766,18 +762,17 @@ static Status checkStepCacheOperands(
   KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, batch));
   if (!check)
     return Status();
-  std::vector<uint32_t> offsets, lengths, tableValues;
+  std::vector<uint32_t> offsets, lengths;
   std::vector<uint32_t> expected(batch + 1);
   KPOOL_TRY(v.load(iro, offsets));
   KPOOL_TRY(v.load(cache, lengths));
   KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
-  KernelSetImpl::readTable(table, tableValues);
   std::vector<std::pair<int64_t, int64_t>> pools;
   ringClosePools(offsets, lengths, numRequests, impl.config.kpool, pools);
   for (auto pool :
        compressPools(offsets, lengths, expected, impl.config.kpool))
     pools.push_back(pool);
-  return v.cacheEntries(tableValues, table.sizes[1], keys.sizes[0],
+  return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1], keys.sizes[0],
                         keys.sizes[1], pools);
 }
 

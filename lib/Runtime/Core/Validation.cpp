@@ -183,7 +183,8 @@ Status Validator::cacheShapes(const View &keys, const View &scales,
 }
 
 Status Validator::cacheEntries(
-    const std::vector<uint32_t> &table, int64_t width, int64_t pages,
+    const std::function<uint32_t(int64_t, int64_t)> &tableAt, int64_t width,
+    int64_t pages,
     int64_t pageSize, const std::vector<std::pair<int64_t, int64_t>> &pools) {
   // Each stored entry as (page * pageSize + row, index into `pools`),
   // sorted to find two pools in one entry: O(P log P) on flat integers,
@@ -203,7 +204,7 @@ Status Validator::cacheEntries(
                    ", past the table's " + std::to_string(width) +
                    " pages per request (page_size " +
                    std::to_string(pageSize) + ")");
-    uint32_t page = table[b * width + index];
+    uint32_t page = tableAt(b, index);
     if (page == UINT32_MAX)
       return error(req + "pool " + std::to_string(p) + " goes to " + entry() +
                    ", which is -1 (padding)");

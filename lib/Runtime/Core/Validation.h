@@ -76,9 +76,10 @@ public:
   /// The entries the call stores, `pools` as (request, absolute pool id):
   /// each has a page index below the table's width `width`, a page there
   /// (not the -1 padding) below `pages`, and no two pools (of one request or
-  /// of two) store into one entry. `table` is row-major [batch, width].
-  Status cacheEntries(const std::vector<uint32_t> &table, int64_t width,
-                      int64_t pages, int64_t pageSize,
+  /// of two) store into one entry. `tableAt(b, i)` reads the table (host
+  /// memory), only at the entries the pools use.
+  Status cacheEntries(const std::function<uint32_t(int64_t, int64_t)> &tableAt,
+                      int64_t width, int64_t pages, int64_t pageSize,
                       const std::vector<std::pair<int64_t, int64_t>> &pools);
 
   /// The op, e.g. "compress".

@@ -320,12 +320,21 @@ public:
                            std::optional<Scale> scale, Value k,
                            int64_t headDim, int64_t batch) {
     if (!blockTable) {
+      if (keys || scales)
+        return op->emitOpError()
+               << "expected a 'block_table' with '"
+               << (keys ? "cache_keys" : "cache_scales")
+               << "' (the pool-cache destination is block_table, "
+                  "cache_keys and, for FP8, cache_scales)";
       if (rotate || scale)
         return op->emitOpError()
                << "expected '" << (rotate ? "rotate" : "scale")
                << "' only with a pool-cache destination ('to_cache')";
       return success();
     }
+    if (!keys)
+      return op->emitOpError() << "expected 'cache_keys' with a 'block_table' "
+                                  "(the pool-cache destination)";
     ShapedType bt = type(blockTable);
     if (bt.getRank() != 2)
       return op->emitOpError() << "expected 'block_table' to have rank 2 "

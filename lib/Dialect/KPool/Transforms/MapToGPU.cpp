@@ -39,6 +39,7 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -665,8 +666,15 @@ public:
         std::clamp<int64_t>(lanes, 1, std::max<int64_t>(maxThreadsPerRow, 1));
     // A pool-cache entry is exchanged between the lanes of its row by warp
     // shuffles: a row group must be an aligned power-of-two part of a warp.
-    if (!cacheEntries.empty())
-      lanes = std::min<int64_t>(llvm::PowerOf2Ceil(lanes), kWarpSize);
+    // Rounded up within the same bounds: at most a warp, the option and
+    // the block (down to powers of two).
+    if (!cacheEntries.empty()) {
+      int64_t cap = std::min<int64_t>(
+          {kWarpSize,
+           int64_t(llvm::bit_floor(uint64_t(std::max<int64_t>(maxThreadsPerRow, 1)))),
+           int64_t(llvm::bit_floor(uint64_t(std::max<int64_t>(blockSize, 1))))});
+      lanes = std::min<int64_t>(int64_t(llvm::PowerOf2Ceil(lanes)), cap);
+    }
     int64_t rowsPerBlock = std::max<int64_t>(1, blockSize / lanes);
 
     IRRewriter rewriter(loop.getContext());
