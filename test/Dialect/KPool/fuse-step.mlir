@@ -146,3 +146,121 @@ func.func @other_keys(%tail: !ring, %k: !kv, %k2: !kv, %g: !kv,
       num_requests(%n) outs(%tail : !ring)
   return
 }
+
+// -----
+
+// With one pool cache (the same table and format; on tensors ring_close's
+// cache results are compress's cache inits): the step writes that cache.
+!rows = tensor<?x8xbf16>
+!meta = tensor<?xui32>
+!codes = tensor<?x4x8xf8E4M3FN>
+!scales = tensor<?x4xf32>
+// CHECK-LABEL: func.func @step_with_cache
+// CHECK-NOT:   kpool.ring_close
+// CHECK-NOT:   kpool.compress
+// CHECK:       %[[S:.*]]:7 = kpool.step
+// CHECK-SAME:  to_cache(%{{.*}}, %[[CODES:[^,]*]], %[[SCALES:[^ ]*]] : tensor<?x?xi32>, tensor<?x4x8xf8E4M3FN>, tensor<?x4xf32>) rotate(hadamard) scale(pow2)
+// CHECK-NOT:   kpool.seed_tail
+// CHECK:       return %[[S]]#3, %[[S]]#5, %[[S]]#6
+func.func @step_with_cache(%tail: tensor<?x2x4x8xbf16>, %k: !rows,
+    %ape: tensor<4x8xf32>, %m: !meta, %n: i32, %c: !rows, %id: tensor<?xi32>,
+    %bt: tensor<?x?xi32>, %codes: !codes, %scales: !scales)
+    -> (!rows, !codes, !scales) {
+  %closed, %ids, %codes1, %scales1 = kpool.ring_close kpool(4) head_dim(8)
+      ins(%tail, %k, %k, %ape, %m, %m, %m : tensor<?x2x4x8xbf16>, !rows,
+          !rows, tensor<4x8xf32>, !meta, !meta, !meta)
+      num_requests(%n)
+      outs(%c, %id : !rows, tensor<?xi32>)
+      to_cache(%bt, %codes, %scales : tensor<?x?xi32>, !codes, !scales)
+      rotate(hadamard) scale(pow2) -> !rows, tensor<?xi32>, !codes, !scales
+  %pro = kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta)
+      outs(%m : !meta) -> !meta
+  %pooled, %codes2, %scales2 = kpool.compress kpool(4) head_dim(8)
+      ins(%k, %k, %ape, %m, %pro, %m : !rows, !rows, tensor<4x8xf32>, !meta,
+          !meta, !meta)
+      outs(%c : !rows)
+      to_cache(%bt, %codes1, %scales1 : tensor<?x?xi32>, !codes, !scales)
+      rotate(hadamard) scale(pow2) -> !rows, !codes, !scales
+  %ring = kpool.seed_tail kpool(4) head_dim(8)
+      ins(%k, %k, %m, %m, %m : !rows, !rows, !meta, !meta, !meta)
+      num_requests(%n)
+      outs(%tail : tensor<?x2x4x8xbf16>) -> tensor<?x2x4x8xbf16>
+  return %pooled, %codes2, %scales2 : !rows, !codes, !scales
+}
+
+// -----
+
+// Buffers: the same cache buffers. Different scale modes, or a cache on
+// only one of the two ops, are not one step.
+!rows = memref<?x8xbf16>
+!meta = memref<?xui32>
+!codes = memref<?x4x8xf8E4M3FN>
+!scales = memref<?x4xf32>
+// CHECK-LABEL: func.func @buffers_with_cache
+// CHECK:       kpool.step
+// CHECK-SAME:  to_cache
+// CHECK-NOT:   kpool.ring_close
+// CHECK-LABEL: func.func @caches_differ
+// CHECK:       kpool.ring_close
+// CHECK:       kpool.compress
+// CHECK-NOT:   kpool.step
+// CHECK-LABEL: func.func @one_cache
+// CHECK:       kpool.ring_close
+// CHECK-NOT:   kpool.step
+func.func @buffers_with_cache(%tail: memref<?x2x4x8xbf16>, %k: !rows,
+    %ape: memref<4x8xf32>, %m: !meta, %n: i32, %c: !rows, %id: memref<?xi32>,
+    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales) {
+  kpool.ring_close kpool(4) head_dim(8)
+      ins(%tail, %k, %k, %ape, %m, %m, %m : memref<?x2x4x8xbf16>, !rows,
+          !rows, memref<4x8xf32>, !meta, !meta, !meta)
+      num_requests(%n) outs(%c, %id : !rows, memref<?xi32>)
+      to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
+  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%m : !meta)
+  kpool.compress kpool(4) head_dim(8)
+      ins(%k, %k, %ape, %m, %m, %m : !rows, !rows, memref<4x8xf32>, !meta,
+          !meta, !meta)
+      outs(%c : !rows)
+      to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
+  kpool.seed_tail kpool(4) head_dim(8)
+      ins(%k, %k, %m, %m, %m : !rows, !rows, !meta, !meta, !meta)
+      num_requests(%n) outs(%tail : memref<?x2x4x8xbf16>)
+  return
+}
+func.func @caches_differ(%tail: memref<?x2x4x8xbf16>, %k: !rows,
+    %ape: memref<4x8xf32>, %m: !meta, %n: i32, %c: !rows, %id: memref<?xi32>,
+    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales) {
+  kpool.ring_close kpool(4) head_dim(8)
+      ins(%tail, %k, %k, %ape, %m, %m, %m : memref<?x2x4x8xbf16>, !rows,
+          !rows, memref<4x8xf32>, !meta, !meta, !meta)
+      num_requests(%n) outs(%c, %id : !rows, memref<?xi32>)
+      to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
+      scale(pow2)
+  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%m : !meta)
+  kpool.compress kpool(4) head_dim(8)
+      ins(%k, %k, %ape, %m, %m, %m : !rows, !rows, memref<4x8xf32>, !meta,
+          !meta, !meta)
+      outs(%c : !rows)
+      to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
+  kpool.seed_tail kpool(4) head_dim(8)
+      ins(%k, %k, %m, %m, %m : !rows, !rows, !meta, !meta, !meta)
+      num_requests(%n) outs(%tail : memref<?x2x4x8xbf16>)
+  return
+}
+func.func @one_cache(%tail: memref<?x2x4x8xbf16>, %k: !rows,
+    %ape: memref<4x8xf32>, %m: !meta, %n: i32, %c: !rows, %id: memref<?xi32>,
+    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales) {
+  kpool.ring_close kpool(4) head_dim(8)
+      ins(%tail, %k, %k, %ape, %m, %m, %m : memref<?x2x4x8xbf16>, !rows,
+          !rows, memref<4x8xf32>, !meta, !meta, !meta)
+      num_requests(%n) outs(%c, %id : !rows, memref<?xi32>)
+  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%m : !meta)
+  kpool.compress kpool(4) head_dim(8)
+      ins(%k, %k, %ape, %m, %m, %m : !rows, !rows, memref<4x8xf32>, !meta,
+          !meta, !meta)
+      outs(%c : !rows)
+      to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
+  kpool.seed_tail kpool(4) head_dim(8)
+      ins(%k, %k, %m, %m, %m : !rows, !rows, !meta, !meta, !meta)
+      num_requests(%n) outs(%tail : memref<?x2x4x8xbf16>)
+  return
+}

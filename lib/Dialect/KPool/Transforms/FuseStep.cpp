@@ -50,6 +50,30 @@ PoolOffsetsOp offsetsOf(CompressOp compress) {
   return nullptr;
 }
 
+/// Whether ring_close and compress write one pool cache, or neither has
+/// one: the same table and format, and on buffers the same cache buffers;
+/// on tensors compress's cache inits are ring_close's cache results, used
+/// by nothing else (the step's cache results replace compress's).
+bool sameCache(RingCloseOp rc, CompressOp cp, bool tensors) {
+  if (!rc.getBlockTable() && !cp.getBlockTable())
+    return true;
+  if (!rc.getBlockTable() || !cp.getBlockTable() ||
+      rc.getBlockTable() != cp.getBlockTable() ||
+      rc.getRotate() != cp.getRotate() || rc.getScale() != cp.getScale() ||
+      bool(rc.getCacheScales()) != bool(cp.getCacheScales()))
+    return false;
+  if (!tensors)
+    return rc.getCacheKeys() == cp.getCacheKeys() &&
+           rc.getCacheScales() == cp.getCacheScales();
+  // ring_close's results: pooled, closed_pool, cache_keys[, cache_scales].
+  auto fedOnly = [&](Value result, Value init) {
+    return result == init && result.hasOneUse();
+  };
+  return fedOnly(rc->getResult(2), cp.getCacheKeys()) &&
+         (!rc.getCacheScales() ||
+          fedOnly(rc->getResult(3), cp.getCacheScales()));
+}
+
 /// Finds the step that ends with `seedTail`, or fails.
 FailureOr<Step> matchStep(SeedTailOp seedTail) {
   Block *block = seedTail->getBlock();
@@ -69,7 +93,7 @@ FailureOr<Step> matchStep(SeedTailOp seedTail) {
           rc.getHeadDim() == seedTail.getHeadDim() &&
           rc.getSlotIdx() == seedTail.getSlotIdx() &&
           rc.getNumRequests() == seedTail.getNumRequests() &&
-          rc.hasPureTensorSemantics() == tensors && !rc.getBlockTable() &&
+          rc.hasPureTensorSemantics() == tensors &&
           (tensors || rc->isBeforeInBlock(seedTail)))
         step.ringClose = rc;
     }
@@ -80,7 +104,8 @@ FailureOr<Step> matchStep(SeedTailOp seedTail) {
     auto cp = dyn_cast<CompressOp>(&op);
     if (!cp || !sameRequests(cp) || cp.getHeadDim() != seedTail.getHeadDim() ||
         cp.getApe() != step.ringClose.getApe() ||
-        cp.hasPureTensorSemantics() != tensors || cp.getBlockTable())
+        cp.hasPureTensorSemantics() != tensors ||
+        !sameCache(step.ringClose, cp, tensors))
       continue;
     PoolOffsetsOp po = offsetsOf(cp);
     if (!po || po->getBlock() != block || po.getKpool() != seedTail.getKpool() ||
@@ -147,23 +172,39 @@ struct KPoolFuseStepPass
   static void fuse(IRRewriter &rewriter, Step s, Operation *at) {
     rewriter.setInsertionPoint(at);
     RingCloseOp rc = s.ringClose;
+    CompressOp cp = s.compress;
+    bool tensors = s.seedTail.hasPureTensorSemantics();
+    // The cache (if any) starts from ring_close's inits: on tensors those
+    // are the cache before the step; compress's are ring_close's results.
+    Value keys = rc.getCacheKeys(), scales = rc.getCacheScales();
     SmallVector<Type> resultTypes;
-    if (s.seedTail.hasPureTensorSemantics())
+    if (tensors) {
       resultTypes = {rc.getPooled().getType(), rc.getClosedPool().getType(),
                      s.poolOffsets.getPoolRowOffsets().getType(),
-                     s.compress.getPooled().getType(),
-                     s.seedTail.getTail().getType()};
+                     cp.getPooled().getType(), s.seedTail.getTail().getType()};
+      for (Value v : {keys, scales})
+        if (v)
+          resultTypes.push_back(v.getType());
+    }
     auto step = StepOp::create(
         rewriter, s.seedTail.getLoc(), resultTypes, rc.getKpoolAttr(),
         rc.getHeadDimAttr(), rc.getK(), rc.getGate(), rc.getApe(),
         rc.getInputRowOffsets(), rc.getCacheLengths(), rc.getSlotIdx(),
-        rc.getNumRequests(), rc.getPooled(), rc.getClosedPool(),
-        s.poolOffsets.getPoolRowOffsets(), s.compress.getPooled(),
-        s.seedTail.getTail());
-    if (!resultTypes.empty()) {
-      rewriter.replaceOp(rc, step->getResults().take_front(2));
+        rc.getNumRequests(), rc.getBlockTable(), rc.getPooled(),
+        rc.getClosedPool(), s.poolOffsets.getPoolRowOffsets(), cp.getPooled(),
+        s.seedTail.getTail(), keys, scales, rc.getRotateAttr(),
+        rc.getScaleAttr());
+    if (tensors) {
+      // ring_close's cache results fed only compress, which goes too.
+      SmallVector<Value> rcResults = {step->getResult(0), step->getResult(1)};
+      SmallVector<Value> cpResults = {step->getResult(3)};
+      for (unsigned i = 5; i < step->getNumResults(); ++i) {
+        rcResults.push_back(step->getResult(i));
+        cpResults.push_back(step->getResult(i));
+      }
+      rewriter.replaceOp(cp, cpResults);
+      rewriter.replaceOp(rc, rcResults);
       rewriter.replaceOp(s.poolOffsets, step->getResult(2));
-      rewriter.replaceOp(s.compress, step->getResult(3));
       rewriter.replaceOp(s.seedTail, step->getResult(4));
       return;
     }

@@ -80,9 +80,11 @@ def KPoolFuseStepPass : Pass<"kpool-fuse-step"> {
     the last of them is, and only when that moves nothing observable: on
     tensors no result of the four is used before that point; on buffers
     ring_close comes before seed_tail (it reads the ring that seed_tail
-    overwrites) and no other op between them has memory effects. Ops with a
-    pool-cache destination (`to_cache`) are not fused (write the step as
-    `kpool.step ... to_cache(...)` directly). Anything else is left as it
+    overwrites) and no other op between them has memory effects. With a
+    pool cache (`to_cache`), ring_close and compress must both have one,
+    the same block table, format and cache buffers (on tensors compress's
+    cache inits are ring_close's cache results and nothing else uses
+    those); the step then writes that cache. Anything else is left as it
     is.
   }];
 }
