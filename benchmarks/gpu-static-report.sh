@@ -32,6 +32,11 @@ echo "== kpool: the same step fused into one kpool.step (the pipeline's default)
   -kpool-lower-to-nvvm="format=isa" -o "$out/step.mlir"
 python3 "$root/utils/ptx-report.py" "$out/step.mlir" "${ptxas[@]}"
 
+echo "== kpool: the fused step writing the production pool cache (paged FP8, Hadamard; examples/serving_step_cache.mlir)"
+"$build/bin/kpool-opt" "$root/examples/serving_step_cache.mlir" \
+  -kpool-lower-to-nvvm="format=isa" -o "$out/step-cache.mlir"
+python3 "$root/utils/ptx-report.py" "$out/step-cache.mlir" "${ptxas[@]}"
+
 if [ -x "$cuda/bin/nvcc" ]; then
   echo "== hand-written: benchmarks/cuda/handwritten-compress.cu (nvcc -O3 -arch=sm_90)"
   "$cuda/bin/nvcc" -arch=sm_90 -O3 -ptx \
