@@ -618,11 +618,13 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
     OpBuilder &b = e.b;
     PendingRow pending = pendingRow(e, o, batch, bIdx);
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
-      Type i32 = b.getI32Type();
-      Value id32 = arith::TruncIOp::create(b, e.loc, i32, pending.id);
-      Value none = arith::ConstantIntOp::create(b, e.loc, i32, -1);
-      Value value =
-          arith::SelectOp::create(b, e.loc, pending.closes, id32, none);
+      // closed_pool is i32 or i64; ids are below 2^31 either way.
+      Type idType = cast<MemRefType>(o.closed.getType()).getElementType();
+      Value id = pending.id;
+      if (idType != id.getType())
+        id = arith::TruncIOp::create(b, e.loc, idType, id);
+      Value none = arith::ConstantIntOp::create(b, e.loc, idType, -1);
+      Value value = arith::SelectOp::create(b, e.loc, pending.closes, id, none);
       memref::StoreOp::create(b, e.loc, value, o.closed, ValueRange{bIdx});
     });
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {
@@ -730,7 +732,8 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
     Location loc = e.loc;
     Type elt = cast<MemRefType>(o.pooled.getType()).getElementType();
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsC), [&] {
-      Value none = arith::ConstantIntOp::create(b, loc, b.getI32Type(), -1);
+      Value none = arith::ConstantIntOp::create(
+          b, loc, cast<MemRefType>(o.closed.getType()).getElementType(), -1);
       memref::StoreOp::create(b, loc, none, o.closed, ValueRange{bIdx});
     });
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, rowsP), [&] {

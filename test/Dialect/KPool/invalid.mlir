@@ -1480,7 +1480,7 @@ func.func @ring_close_closed_pool_ui32(%tail: tensor<?x2x4x8xbf16>, %k: tensor<?
     %iro: tensor<?xui32>, %cache: tensor<?xui32>,
     %slots: tensor<?xui32>, %n: i32,
     %pooled: tensor<?x8xbf16>, %closed: tensor<?xui32>) {
-  // expected-error @+1 {{'kpool.ring_close' op expected 'closed_pool' element type to be 'i32', got 'ui32'}}
+  // expected-error @+1 {{'kpool.ring_close' op expected 'closed_pool' element type to be i32 or i64, got 'ui32'}}
   %r:2 = kpool.ring_close kpool(4) head_dim(8)
       ins(%tail, %k, %gate, %ape, %iro, %cache, %slots
           : tensor<?x2x4x8xbf16>, tensor<?x8xbf16>, tensor<?x8xbf16>,
@@ -1492,18 +1492,18 @@ func.func @ring_close_closed_pool_ui32(%tail: tensor<?x2x4x8xbf16>, %k: tensor<?
 
 // -----
 
-func.func @ring_close_closed_pool_i64(%tail: memref<?x2x4x8xbf16>, %k: memref<?x8xbf16>,
+func.func @ring_close_closed_pool_i16(%tail: memref<?x2x4x8xbf16>, %k: memref<?x8xbf16>,
     %gate: memref<?x8xbf16>, %ape: memref<4x8xf32>,
     %iro: memref<?xui32>, %cache: memref<?xui32>,
     %slots: memref<?xui32>, %n: i32,
-    %pooled: memref<?x8xbf16>, %closed: memref<?xi64>) {
-  // expected-error @+1 {{'kpool.ring_close' op expected 'closed_pool' element type to be 'i32', got 'i64'}}
+    %pooled: memref<?x8xbf16>, %closed: memref<?xi16>) {
+  // expected-error @+1 {{'kpool.ring_close' op expected 'closed_pool' element type to be i32 or i64, got 'i16'}}
   kpool.ring_close kpool(4) head_dim(8)
       ins(%tail, %k, %gate, %ape, %iro, %cache, %slots
           : memref<?x2x4x8xbf16>, memref<?x8xbf16>, memref<?x8xbf16>,
             memref<4x8xf32>, memref<?xui32>, memref<?xui32>, memref<?xui32>)
       num_requests(%n)
-      outs(%pooled, %closed : memref<?x8xbf16>, memref<?xi64>)
+      outs(%pooled, %closed : memref<?x8xbf16>, memref<?xi16>)
   return
 }
 

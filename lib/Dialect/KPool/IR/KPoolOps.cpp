@@ -245,7 +245,7 @@ public:
                        {slotIdx, "slot_idx", 0}});
   }
 
-  /// ring_close's outputs: `closed_pool` `[batch]` i32 and the closed rows
+  /// ring_close's outputs: `closed_pool` `[batch]` i32 or i64 and the closed rows
   /// (`name`) `[batch, head_dim]` of the keys' element type. With every
   /// metadata length dynamic, closed_pool's length fixes the batch.
   LogicalResult checkClosedOutputs(Value rows, StringRef name, Value closedPool,
@@ -254,9 +254,12 @@ public:
       return failure();
     if (ShapedType::isDynamic(batch))
       batch = type(closedPool).getDimSize(0);
-    if (failed(checkElement(closedPool, "closed_pool",
-                            IntegerType::get(op->getContext(), 32), "")) ||
-        failed(checkShape(rows, name, {batch, headDim}, "batch x head_dim")))
+    Type ids = type(closedPool).getElementType();
+    if (!ids.isSignlessInteger(32) && !ids.isSignlessInteger(64))
+      return op->emitOpError()
+             << "expected 'closed_pool' element type to be i32 or i64, got "
+             << ids;
+    if (failed(checkShape(rows, name, {batch, headDim}, "batch x head_dim")))
       return failure();
     return checkElement(rows, name, type(k).getElementType(),
                         " (the element type of 'k')");

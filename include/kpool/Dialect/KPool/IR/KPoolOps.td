@@ -254,7 +254,7 @@ def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
     `gate` `[T_total, head_dim]`, `ape` `[kpool, head_dim]` f32,
     `input_row_offsets` `[B+1]`, `cache_lengths` `[B]`, `slot_idx` `[B]`,
     `num_requests` (i32); `outs`: `pooled` `[B, head_dim]` and `closed_pool`
-    `[B]` i32.
+    `[B]` i32 or i64 (pool ids are below 2^31 either way).
 
     Example:
 
@@ -409,7 +409,7 @@ def KPool_StepOp : KPool_Op<"step", [AttrSizedOperandSegments]> {
     Operands, in order: `k` and `gate` `[T_total, head_dim]`, `ape`
     `[kpool, head_dim]` f32, `input_row_offsets` `[B+1]`, `cache_lengths`
     `[B]`, `slot_idx` `[B]`, `num_requests` (i32); `outs`: `closed`
-    `[B, head_dim]` and `closed_pool` `[B]` i32 (ring_close's outputs, every
+    `[B, head_dim]` and `closed_pool` `[B]` i32 or i64 (ring_close's outputs, every
     row written), `pool_row_offsets` `[B+1]` (every entry written), `pooled`
     `[P, head_dim]` (rows no request claims keep their value) and `tail`
     `[max_slots, 2, R, head_dim]` (read and written). On tensors the results
