@@ -41,8 +41,8 @@ std::string mlir::kpool::cacheFormatPrefix(const ::kpool::CacheFormat &cache) {
   using ::kpool::CacheEntry;
   if (cache.entry == CacheEntry::None)
     return "";
-  std::string out = cache.entry == CacheEntry::FP8 ? "fp8_" : "elt_";
-  out += cache.rotate == ::kpool::CacheRotate::Hadamard ? "hadamard_" : "plain_";
+  std::string out = cache.entry == CacheEntry::FP8 ? "fp8_" : "element_";
+  out += cache.rotate == ::kpool::CacheRotate::Hadamard ? "hadamard_" : "none_";
   if (cache.entry == CacheEntry::FP8)
     out += cache.scale == ::kpool::CacheScale::Pow2 ? "pow2_" : "absmax_";
   return out;

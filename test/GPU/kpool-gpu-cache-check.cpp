@@ -2,7 +2,9 @@
 //
 // The fused serving step writing the production pool cache (bf16, head_dim
 // 128, kpool 4, FP8 e4m3fn, Hadamard, absmax and pow2 scales;
-// docs/pool-cache.md) through the ahead-of-time CUDA kernels
+// docs/pool-cache.md), and two more formats (f32 FP8 without the rotation,
+// whose row groups on a GPU are a whole warp; bf16 entries of the element
+// type) through the ahead-of-time CUDA kernels
 // (KernelSet::stepCache on device memory), in an engine-style loop: ragged
 // requests in non-identity slots, a chunked prefill whose chunks end inside
 // pools, then decode steps; pages out of order in one allocation with a
@@ -19,11 +21,15 @@
 //===----------------------------------------------------------------------===//
 
 #ifdef KPOOL_GPU_ON_CPU
+#include "kpool_gpu_cpu_bf16_d128_k4_element_hadamard.h"
 #include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_absmax.h"
 #include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_pow2.h"
+#include "kpool_gpu_cpu_f32_d128_k4_fp8_none_absmax.h"
 #else
+#include "kpool_gpu_bf16_d128_k4_element_hadamard.h"
 #include "kpool_gpu_bf16_d128_k4_fp8_hadamard_absmax.h"
 #include "kpool_gpu_bf16_d128_k4_fp8_hadamard_pow2.h"
+#include "kpool_gpu_f32_d128_k4_fp8_none_absmax.h"
 #endif
 
 #include "GPU/GpuSupport.h"
@@ -42,26 +48,42 @@ using namespace kpool::gpu;
 namespace {
 
 constexpr int64_t D = 128, K = 4, kPageSize = 16, kPages = 40;
-constexpr int64_t kPageStride = kPageSize * (D + 4) + 256; // padded
 constexpr int64_t kSlots = 6;
 
-/// The cache: one byte allocation of kPages pages, codes then scales.
+/// The cache: one byte allocation of kPages pages, each the entries
+/// (codes, or elements of the keys' type) then, for FP8, the scales, and
+/// 256 bytes of padding.
 struct CacheBuffer {
-  Tensor bytes{1, {kPages * kPageStride}};
+  bool fp8;
+  int64_t entryBytes, pageStride;
+  Tensor bytes;
+
+  CacheBuffer(bool fp8, int64_t elementSize)
+      : fp8(fp8), entryBytes(fp8 ? 1 : elementSize),
+        pageStride(kPageSize * D * entryBytes + (fp8 ? 4 * kPageSize : 0) +
+                   256),
+        bytes(1, {kPages * pageStride}) {}
 
   View keys(View base) const {
     View v = base;
     v.rank = 3;
     v.sizes[0] = kPages, v.sizes[1] = kPageSize, v.sizes[2] = D;
-    v.strides[0] = kPageStride, v.strides[1] = D, v.strides[2] = 1;
+    v.strides[0] = pageStride / entryBytes, v.strides[1] = D,
+    v.strides[2] = 1;
     return v;
   }
+  /// The scales (FP8), or an empty view that the kernels do not use.
   View scales(View base) const {
     View v = base;
-    v.data = static_cast<char *>(base.data) + kPageSize * D;
     v.rank = 2;
+    if (!fp8) {
+      v.sizes[0] = v.sizes[1] = 0;
+      v.strides[0] = v.strides[1] = 1;
+      return v;
+    }
+    v.data = static_cast<char *>(base.data) + kPageSize * D;
     v.sizes[0] = kPages, v.sizes[1] = kPageSize;
-    v.strides[0] = kPageStride / 4, v.strides[1] = 1;
+    v.strides[0] = pageStride / 4, v.strides[1] = 1;
     return v;
   }
 };
@@ -82,42 +104,46 @@ void die(const Status &s) {
 
 /// The expected cache after one call: every pool the call produced, from
 /// the device's dense rows, placed by the reference.
-void expectEntries(const reference::CacheFormat &f, View hostKeys,
+void expectEntries(ElementType type, const reference::CacheFormat &f,
+                   View hostKeys,
                    View hostScales, View table,
                    const std::vector<uint8_t> &closed,
                    const std::vector<int32_t> &ids,
                    const std::vector<uint8_t> &pooled,
                    const std::vector<uint32_t> &pro,
                    const std::vector<int64_t> &firstPool) {
-  reference::Geometry g{KPOOL_BF16, D, K};
+  reference::Geometry g{type, D, K};
+  int64_t es = reference::elementSize(type);
   auto store = [&](int64_t b, int64_t p, const uint8_t *row) {
     float x[D];
     for (int64_t d = 0; d < D; ++d)
-      x[d] = reference::fromBits(KPOOL_BF16,
-                                 reference::elementBits(KPOOL_BF16, row + 2 * d));
+      x[d] = reference::fromBits(type,
+                                 reference::elementBits(type, row + es * d));
     uint32_t bits[D];
     float scale = 0;
-    reference::cacheEntry(KPOOL_BF16, D, f, x, bits, &scale);
+    reference::cacheEntry(type, D, f, x, bits, &scale);
     reference::storeCache(g, f, hostKeys, hostScales, table, b, p, bits,
                           scale);
   };
   int64_t batch = static_cast<int64_t>(ids.size());
   for (int64_t b = 0; b < batch; ++b) {
     if (ids[b] >= 0)
-      store(b, ids[b], closed.data() + b * D * 2);
+      store(b, ids[b], closed.data() + b * D * es);
     for (uint32_t r = pro[b]; r < pro[b + 1]; ++r)
-      store(b, firstPool[b] + (r - pro[b]), pooled.data() + int64_t(r) * D * 2);
+      store(b, firstPool[b] + (r - pro[b]),
+            pooled.data() + int64_t(r) * D * es);
   }
 }
 
 int run(const KernelSet &kernels, const reference::CacheFormat &format,
-        const char *name) {
-  std::mt19937 rng(format.scale == reference::Scale::Pow2 ? 5 : 3);
+        const char *name, unsigned seed) {
+  std::mt19937 rng(seed);
+  ElementType type = kernels.config().elementType;
+  int64_t es = reference::elementSize(type);
   const std::vector<uint32_t> slotOf = {3, 0, 5, 1, 4};
   const std::vector<int64_t> lengths = {301, 77, 5, 130, 64};
   int64_t B = static_cast<int64_t>(slotOf.size());
-  std::vector<Sequence> seqs = randomSequences(KPOOL_BF16, D, slotOf, lengths,
-                                               rng);
+  std::vector<Sequence> seqs = randomSequences(type, D, slotOf, lengths, rng);
   std::vector<float> apeValues(K * D);
   std::normal_distribution<float> dist(0.f, 2.f);
   for (float &a : apeValues)
@@ -134,11 +160,11 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
   for (int64_t i = 0; i < B * width; ++i)
     table[i] = order[i];
 
-  CacheBuffer cache;
+  CacheBuffer cache(format.entry == reference::CacheEntry::FP8, es);
   cache.bytes.fill(0xA5);
   cache.bytes.upload();
   std::vector<uint8_t> expected = cache.bytes.image;
-  Tensor tail(2, {kSlots, 2, K, D});
+  Tensor tail(es, {kSlots, 2, K, D});
   tail.fill(0);
   tail.upload();
   Tensor ape(4, {K, D});
@@ -167,14 +193,15 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
       iro.push_back(iro.back() + uint32_t(counts[b]));
       cacheLengths.push_back(uint32_t(done[b]));
       slots.push_back(slotOf[b]);
-      kRows.insert(kRows.end(), seqs[b].keys.begin() + done[b] * D * 2,
-                   seqs[b].keys.begin() + (done[b] + counts[b]) * D * 2);
-      gRows.insert(gRows.end(), seqs[b].gates.begin() + done[b] * D * 2,
-                   seqs[b].gates.begin() + (done[b] + counts[b]) * D * 2);
+      kRows.insert(kRows.end(), seqs[b].keys.begin() + done[b] * D * es,
+                   seqs[b].keys.begin() + (done[b] + counts[b]) * D * es);
+      gRows.insert(gRows.end(), seqs[b].gates.begin() + done[b] * D * es,
+                   seqs[b].gates.begin() + (done[b] + counts[b]) * D * es);
     }
     int64_t T = iro.back();
     int64_t capacity = T / K + B;
-    Tensor k(2, {std::max<int64_t>(T, 1), D}), g(2, {std::max<int64_t>(T, 1), D});
+    Tensor k(es, {std::max<int64_t>(T, 1), D}),
+        g(es, {std::max<int64_t>(T, 1), D});
     k.fill(0, kRows);
     g.fill(0, gRows);
     Tensor tIro(4, {B + 1}), tCache(4, {B}), tSlots(4, {B}), tTable(4, {B, width});
@@ -182,8 +209,8 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
     tCache.image = bytesOf(cacheLengths);
     tSlots.image = bytesOf(slots);
     tTable.image = bytesOf(table);
-    Tensor closed(2, {B, D}), ids(4, {B}), pro(4, {B + 1}),
-        pooled(2, {capacity, D});
+    Tensor closed(es, {B, D}), ids(4, {B}), pro(4, {B + 1}),
+        pooled(es, {capacity, D});
     for (Tensor *t : {&k, &g, &tIro, &tCache, &tSlots, &tTable, &closed, &ids,
                       &pro, &pooled})
       t->upload();
@@ -208,8 +235,8 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
     std::vector<int64_t> firstPool(B);
     for (int64_t b = 0; b < B; ++b)
       firstPool[b] = (done[b] + K - 1) / K;
-    View hostBase = denseView(expected.data(), {kPages * kPageStride});
-    expectEntries(format, cache.keys(hostBase), cache.scales(hostBase),
+    View hostBase = denseView(expected.data(), {kPages * cache.pageStride});
+    expectEntries(type, format, cache.keys(hostBase), cache.scales(hostBase),
                   tTable.hostView(), closedRows, idValues,
                   pooled.dense(&pooledImg), proValues, firstPool);
     for (int64_t b = 0; b < B; ++b)
@@ -232,8 +259,9 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
   if (first >= 0)
     std::printf("  first at byte %lld: page %lld, offset %lld: got 0x%02x, "
                 "want 0x%02x\n",
-                (long long)first, (long long)(first / kPageStride),
-                (long long)(first % kPageStride), got[first], expected[first]);
+                (long long)first, (long long)(first / cache.pageStride),
+                (long long)(first % cache.pageStride), got[first],
+                expected[first]);
   expect(differ == 0 && written > 0,
          "every entry is the formula on the device's dense pool, nothing "
          "else written");
@@ -247,10 +275,10 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
                           slots = {0, 1, 2, 3};
     std::vector<uint32_t> bad = {7, uint32_t(-1), uint32_t(kPages), 9};
     std::vector<uint8_t> kRows(seqs[0].keys.begin(),
-                               seqs[0].keys.begin() + 104 * D * 2);
-    Tensor k(2, {104, D}), tIro(4, {5}), tCache(4, {4}), tSlots(4, {4}),
-        tTable(4, {4, 1}), closed(2, {4, D}), ids(4, {4}), pro(4, {5}),
-        pooled(2, {30, D});
+                               seqs[0].keys.begin() + 104 * D * es);
+    Tensor k(es, {104, D}), tIro(4, {5}), tCache(4, {4}), tSlots(4, {4}),
+        tTable(4, {4, 1}), closed(es, {4, D}), ids(4, {4}), pro(4, {5}),
+        pooled(es, {30, D});
     k.fill(0, kRows);
     tIro.image = bytesOf(iro);
     tCache.image = bytesOf(cacheLengths);
@@ -271,8 +299,8 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
     std::vector<uint8_t> proBytes = pro.download();
     std::vector<uint8_t> closedImg = closed.download();
     std::vector<int32_t> idValues(4, -1);
-    View hostBase = denseView(expected.data(), {kPages * kPageStride});
-    expectEntries(format, cache.keys(hostBase), cache.scales(hostBase),
+    View hostBase = denseView(expected.data(), {kPages * cache.pageStride});
+    expectEntries(type, format, cache.keys(hostBase), cache.scales(hostBase),
                   tTable.hostView(), closed.dense(&closedImg), idValues,
                   pooled.dense(&pooledImg), wordsOf(proBytes), {0, 0, 0, 0});
     std::vector<uint8_t> after = cache.bytes.download();
@@ -287,17 +315,27 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
 
 int main() {
   std::printf("kpool-gpu-cache-check: %s\n", deviceDescription().c_str());
+  using reference::CacheEntry;
+  using reference::Rotate;
+  using reference::Scale;
   KernelSet absmax(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_absmax),
                    KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_absmax));
   KernelSet pow2(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_pow2),
                  KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_pow2));
-  reference::CacheFormat f;
-  f.entry = reference::CacheEntry::FP8;
-  f.rotate = reference::Rotate::Hadamard;
-  f.scale = reference::Scale::Absmax;
-  run(absmax, f, "fp8 hadamard absmax");
-  f.scale = reference::Scale::Pow2;
-  run(pow2, f, "fp8 hadamard pow2");
+  KernelSet f32(KPOOL_GPU_CONFIG(f32_d128_k4_fp8_none_absmax),
+                KPOOL_GPU_BACKEND(f32_d128_k4_fp8_none_absmax));
+  KernelSet element(KPOOL_GPU_CONFIG(bf16_d128_k4_element_hadamard),
+                    KPOOL_GPU_BACKEND(bf16_d128_k4_element_hadamard));
+  run(absmax, {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax},
+      "fp8 hadamard absmax", 3);
+  run(pow2, {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2},
+      "fp8 hadamard pow2", 5);
+  // f32 rows: 32 lanes a row group on the GPU; no rotation.
+  run(f32, {CacheEntry::FP8, Rotate::None, Scale::Absmax},
+      "f32 fp8 absmax", 7);
+  // Entries of the element type: no scales.
+  run(element, {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
+      "bf16 element hadamard", 9);
   std::printf("%s\n", failures ? "FAILED" : "all passed");
   return failures ? 1 : 0;
 }
