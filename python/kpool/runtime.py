@@ -944,6 +944,8 @@ class PagedPoolStore:
         self._free = list(order)[::-1]     # pop() gives them in order
         self._pages = [[] for _ in range(self.max_slots)]
         self._tokens = [0] * self.max_slots
+        # Per slot, the positions [start, end) its last step brought.
+        self._last = [(0, 0)] * self.max_slots
 
     def _slot(self, op, slot):
         slot = _int(op, "slot", slot, -2**63)
@@ -1005,7 +1007,30 @@ class PagedPoolStore:
             stored += [(slot, p) for p in range(c // self.kpool,
                                                 (c + n) // self.kpool)]
             self._tokens[slot] = c + n
+            self._last[slot] = (c, c + n)
         return stored
+
+    def accept(self, slot, accepted):
+        """Speculative decoding: keeps the first ``accepted`` of the tokens
+        the slot's last :meth:`step` brought and continues the slot at that
+        length. Its entries at and after the first rejected position are
+        re-produced, into the same entries, by the next steps (the contract:
+        no rollback operation; the pages stay). Raises
+        :class:`KPoolError`, changing nothing, when ``accepted`` is out of
+        range or the ring window cannot hold the pending pool's members
+        (see :func:`ring_holds_pending`)."""
+        slot = self._slot("accept", slot)
+        start, end = self._last[slot]
+        accepted = _int("accept", "accepted", accepted, 0, end - start)
+        length = start + accepted
+        if not ring_holds_pending(self.kpool, self.ring_window, length, end):
+            raise KPoolError(
+                f"accept: slot {slot}: continuing at length {length} after "
+                f"a step that brought positions [{start}, {end}) needs a "
+                f"ring window of at least {end - (length // self.kpool) * self.kpool}"
+                f" rows, the store has {self.ring_window}")
+        self._tokens[slot] = length
+        self._last[slot] = (start, length)
 
     def tokens(self, slot):
         """Tokens the slot has seen (its next cache length)."""
@@ -1038,4 +1063,5 @@ class PagedPoolStore:
         self._free.extend(reversed(self._pages[slot]))
         self._pages[slot] = []
         self._tokens[slot] = 0
+        self._last[slot] = (0, 0)
         self.tail[slot] = 0

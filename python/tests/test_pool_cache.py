@@ -231,3 +231,63 @@ def test_paged_store_out_of_pages_changes_nothing():
         store.step(k[8:40], g[8:40], [0, 32], [1])  # 8 pools: 4 pages
     assert store.tokens(1) == 0 and store.pages(1) == []
     assert len(store.pages(0)) == 1
+
+
+@pytest.mark.parametrize("drafts", [1, 3])
+def test_paged_store_speculative(drafts):
+    """Verify steps of 1 + d tokens with a ring of K + d - 1 rows, every
+    accepted length: the cache after rollbacks equals, byte for byte, the
+    cache of a store fed only the accepted tokens (rejected pools are
+    re-produced into the same entries)."""
+    rng = np.random.default_rng(11 + drafts)
+    dim, kp = 16, 4
+    k, g, ape = random_inputs(rng, 300, dim, kp, "bf16", signed=True)
+    junk_k, junk_g, _ = random_inputs(rng, 300, dim, kp, "bf16", signed=True)
+    window = kp + drafts - 1
+    spec = kpool.PagedPoolStore(ape, 2, "bf16", page_size=4, num_pages=12,
+                                ring_window=window, page_order=list(
+                                    range(12))[::-1])
+    plain = kpool.PagedPoolStore(ape, 2, "bf16", page_size=4, num_pages=12,
+                                 ring_window=window,
+                                 page_order=list(range(12))[::-1])
+    # A prefill of 9 tokens, then verify steps: the accepted token plus d
+    # drafts, of which a random prefix is accepted (rejected drafts are
+    # junk rows that must leave no trace).
+    spec.step(k[:9], g[:9], [0, 9], [1])
+    plain.step(k[:9], g[:9], [0, 9], [1])
+    pos = 9
+    while pos < 120:
+        accepted = int(rng.integers(1, drafts + 2))
+        rows_k = np.concatenate([k[pos:pos + accepted],
+                                 junk_k[pos:pos + drafts + 1 - accepted]])
+        rows_g = np.concatenate([g[pos:pos + accepted],
+                                 junk_g[pos:pos + drafts + 1 - accepted]])
+        spec.step(rows_k, rows_g, [0, drafts + 1], [1])
+        spec.accept(1, accepted)
+        plain.step(k[pos:pos + accepted], g[pos:pos + accepted],
+                   [0, accepted], [1])
+        pos += accepted
+    assert spec.tokens(1) == plain.tokens(1) == pos
+    # The same pages in the same order (a verify step may have taken one
+    # more for pools of rejected drafts).
+    assert spec.pages(1)[:len(plain.pages(1))] == plain.pages(1)
+    for p in range(spec.num_pools(1)):
+        got, gs = spec.entry(1, p)
+        want, ws = plain.entry(1, p)
+        np.testing.assert_array_equal(got, want, err_msg=f"pool {p}")
+        assert np.float32(gs).view(np.uint32) == np.float32(ws).view(np.uint32)
+
+
+def test_paged_store_accept_errors():
+    rng = np.random.default_rng(5)
+    k, g, ape = random_inputs(rng, 16, 16, 4, "bf16")
+    store = kpool.PagedPoolStore(ape, 1, "bf16", page_size=4, num_pages=4)
+    store.step(k[:6], g[:6], [0, 6], [0])
+    with pytest.raises(kpool.KPoolError, match="not in"):
+        store.accept(0, 7)
+    # Continuing at 3 after positions [0, 6) needs the ring to hold 0..5.
+    with pytest.raises(kpool.KPoolError, match="ring window of at least 6"):
+        store.accept(0, 3)
+    assert store.tokens(0) == 6
+    store.accept(0, 4)  # a pool boundary: always valid
+    assert store.tokens(0) == 4
