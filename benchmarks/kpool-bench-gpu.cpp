@@ -21,7 +21,11 @@
 //   - a decode step (ring_close + pool_offsets + compress + seed_tail, one
 //     token per request) at batch 1, 32, 256 and 1024, with and without the
 //     shape checks, against the fused step (kpool.step: one launch), whose
-//     outputs are first checked bit for bit against the four calls'.
+//     outputs are first checked bit for bit against the four calls', and
+//     against the fused step writing the production pool cache (a paged
+//     FP8 Hadamard cache, one page per request; kpool.step with to_cache),
+//     whose dense outputs are checked bit for bit against the plain step's
+//     (kpool-gpu-cache-check checks its cache bytes).
 //
 //   kpool-bench-gpu [tokens (default 1048576)] [requests (default 64)]
 //
@@ -29,8 +33,10 @@
 
 #ifdef KPOOL_GPU_ON_CPU
 #include "kpool_gpu_cpu_bf16_d128_k4.h"
+#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_absmax.h"
 #else
 #include "kpool_gpu_bf16_d128_k4.h"
+#include "kpool_gpu_bf16_d128_k4_fp8_hadamard_absmax.h"
 #endif
 
 #include "GPU/GpuSupport.h"
@@ -82,6 +88,8 @@ int main(int argc, char **argv) {
   }
   KernelSet kernels(KPOOL_GPU_CONFIG(bf16_d128_k4),
                     KPOOL_GPU_BACKEND(bf16_d128_k4));
+  KernelSet cacheKernels(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_absmax),
+                         KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_absmax));
   const ElementType type = KPOOL_BF16;
   const int64_t D = 128, K = 4, es = 2;
   const reference::Geometry geometry{type, D, K};
@@ -271,9 +279,53 @@ int main(int argc, char **argv) {
                        Validation::Trust));
       mgpuStreamSynchronize(nullptr);
     };
+    // The fused step with the pool cache: page_size 64, request b's pool
+    // p (p < 1024) on page b at table index p / 64, -1 elsewhere; codes
+    // then scales in one allocation, pages of 64 * 132 bytes.
+    auto cRingD = toDevice(ring);
+    constexpr int64_t kPageSize = 64, kWidth = 1024 / kPageSize;
+    const int64_t pageBytes = kPageSize * (D + 4);
+    std::vector<uint32_t> table(B * kWidth, uint32_t(-1));
+    for (int64_t b = 0; b < B; ++b)
+      table[b * kWidth + (cache[b] / K) / kPageSize] = uint32_t(b);
+    auto tableD = toDevice(table);
+    cuda::DeviceBuffer cacheBytesD(B * pageBytes), cProD((B + 1) * 4),
+        cClosedD(B * 4), cClosedRowsD(B * D * es),
+        cPooledD(capacity * D * es);
+    View codesV = denseView(cacheBytesD.data(), {B, kPageSize, D});
+    codesV.strides[0] = pageBytes;
+    View scalesV = denseView(static_cast<char *>(cacheBytesD.data()) +
+                                 kPageSize * D,
+                             {B, kPageSize});
+    scalesV.strides[0] = pageBytes / 4;
+    View cRingV = view(*cRingD, {B, 2, K, D}), cProV = view(cProD, {B + 1}),
+         cClosedV = view(cClosedD, {B}),
+         cClosedRowsV = view(cClosedRowsD, {B, D}),
+         cPooledV = view(cPooledD, {capacity, D}),
+         tableV = view(*tableD, {B, kWidth});
+    auto cached = [&] {
+      die(cacheKernels.stepCache(cClosedRowsV, cClosedV, cProV, cPooledV,
+                                 cRingV, codesV, scalesV, kV, gV, apeV, iroV,
+                                 cacheV, slotV, int32_t(B), tableV, Stream(),
+                                 Validation::Trust));
+      mgpuStreamSynchronize(nullptr);
+    };
     // One call each from the same ring: the outputs agree bit for bit.
     step(Validation::Trust);
     fused();
+    cached();
+    {
+      std::vector<uint8_t> a(B * D * es), b(B * D * es);
+      cuda::copy(a.data(), fClosedRowsD.data(), a.size());
+      cuda::copy(b.data(), cClosedRowsD.data(), b.size());
+      if (a != b) {
+        std::fprintf(stderr, "kpool-bench-gpu: batch %lld: the fused step "
+                             "with the pool cache differs from the plain "
+                             "step\n",
+                     (long long)B);
+        return 1;
+      }
+    }
     {
       std::vector<uint8_t> a(B * D * es), b(B * D * es);
       std::vector<uint32_t> pa(B + 1), pb(B + 1);
@@ -298,12 +350,13 @@ int main(int argc, char **argv) {
     // A GPU call never validates device-resident metadata (that would be a
     // host round trip): Auto checks shapes only.
     auto t = measure({[&] { step(Validation::Trust); },
-                      [&] { step(Validation::Auto); }, fused},
+                      [&] { step(Validation::Auto); }, fused, cached},
                      /*rounds=*/9, /*reps=*/50);
     std::printf("  batch %4lld: %8.2f us per step, Trust; %8.2f us "
                 "Auto (shapes checked); fused kpool.step %8.2f us (one "
-                "launch, same bits)\n",
-                (long long)B, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6);
+                "launch, same bits); with the FP8 Hadamard pool cache "
+                "%8.2f us\n",
+                (long long)B, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, t[3] * 1e6);
   }
   return 0;
 }
