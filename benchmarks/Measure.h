@@ -11,10 +11,22 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace kpool::bench {
+
+/// The CPU's model name (/proc/cpuinfo), for the figures' header line.
+inline std::string cpuName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0)
+      return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
 
 /// Median seconds per call of each candidate over `rounds` interleaved
 /// rounds, each round running every candidate `reps` times after one

@@ -83,15 +83,6 @@ std::shared_ptr<KernelSet> kernels(bool cache) {
   return set;
 }
 
-std::string cpuName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0)
-      return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
 //===----------------------------------------------------------------------===//
 // The separate quantize-and-scatter pass: what an engine's second kernel
 // does with the dense rows (docs/semantics.md, "The pool cache").

@@ -95,15 +95,6 @@ std::shared_ptr<KernelSet> kernels(ElementType type, int64_t D, int64_t K) {
   return set;
 }
 
-std::string cpuName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0)
-      return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
 /// A dense view with rows `rowStride` elements apart.
 View rowsView(void *data, int64_t rows, int64_t cols, int64_t rowStride) {
   View v = denseView(data, {rows, cols});

@@ -37,6 +37,13 @@ bool mlir::kpool::isCacheKernel(abi::KernelId id) {
   return StringRef(abi::kernel(id).name).ends_with("_cache");
 }
 
+bool mlir::kpool::hasKernel(abi::KernelId id, bool poolOffsetsOnly,
+                            const ::kpool::CacheFormat &cache) {
+  if (poolOffsetsOnly)
+    return id == abi::KernelId::PoolOffsets;
+  return !isCacheKernel(id) || cache.entry != ::kpool::CacheEntry::None;
+}
+
 std::string mlir::kpool::cacheFormatPrefix(const ::kpool::CacheFormat &cache) {
   using ::kpool::CacheEntry;
   if (cache.entry == CacheEntry::None)
@@ -94,15 +101,12 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
                  : type == KPOOL_F16 ? Type(b.getF16Type())
                                      : Type(b.getF32Type());
   using ::kpool::CacheEntry;
-  bool withCache = cache.entry != CacheEntry::None;
   bool fp8 = cache.entry == CacheEntry::FP8;
   Type cacheEntry = fp8 ? Type(b.getType<Float8E4M3FNType>()) : element;
   for (const abi::Kernel &kernel : abi::kernels) {
-    if (poolOffsetsOnly && kernel.id != abi::KernelId::PoolOffsets)
+    if (!hasKernel(kernel.id, poolOffsetsOnly, cache))
       continue;
     bool cacheKernel = isCacheKernel(kernel.id);
-    if (cacheKernel && !withCache)
-      continue;
     SmallVector<Type> args;
     for (const abi::Operand &operand :
          ArrayRef(kernel.operands, kernel.numOperands))

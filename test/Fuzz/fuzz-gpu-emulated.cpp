@@ -166,8 +166,8 @@ bool registerEmulated(const ::kpool::KernelConfig &config) {
   state->engine = std::move(*created);
   ::kpool::KernelBackend backend;
   for (const ::kpool::abi::Kernel &kernel : ::kpool::abi::kernels) {
-    // The menu's sets have no cache format, hence no pool-cache kernels.
-    if (mlir::kpool::isCacheKernel(kernel.id))
+    if (!mlir::kpool::hasKernel(kernel.id, config.poolOffsetsOnly,
+                                config.cache))
       continue;
     auto symbol = state->engine->lookup(
         "_mlir_ciface_" + mlir::kpool::kernelFunctionName(prefix, kernel.id));

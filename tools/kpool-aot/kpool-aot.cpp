@@ -121,8 +121,8 @@ static std::string cacheConfig() {
 
 /// The kernels this build has: the pool-cache ones only with a format.
 static bool built(const kpool::abi::Kernel &kernel) {
-  return !mlir::kpool::isCacheKernel(kernel.id) ||
-         cacheFormat().entry != kpool::CacheEntry::None;
+  return mlir::kpool::hasKernel(kernel.id, /*poolOffsetsOnly=*/false,
+                                cacheFormat());
 }
 
 static int fail(const Twine &message) {

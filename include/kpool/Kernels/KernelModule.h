@@ -58,6 +58,12 @@ buildKernelModule(MLIRContext &context, KPoolElementType type, int64_t headDim,
 /// a module has only for a cache format.
 bool isCacheKernel(::kpool::abi::KernelId id);
 
+/// Whether the module buildKernelModule builds with `poolOffsetsOnly` and
+/// `cache` has kernel `id`: the one rule its builder, the JIT and kpool-aot
+/// share.
+bool hasKernel(::kpool::abi::KernelId id, bool poolOffsetsOnly,
+               const ::kpool::CacheFormat &cache);
+
 /// The part of the kernel prefix that names a cache format ("" for none,
 /// else e.g. "fp8_hadamard_absmax_"), appended to kernelPrefix's.
 std::string cacheFormatPrefix(const ::kpool::CacheFormat &cache);

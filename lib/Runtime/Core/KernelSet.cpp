@@ -590,6 +590,15 @@ Status KernelSet::checkStep(const View &closed, const View &closedPool,
 // The pool-cache kernels
 //===----------------------------------------------------------------------===//
 
+/// The error of a pool-cache call whose kernel `name` the set lacks.
+static Status noCacheKernel(const KernelSetImpl &impl, Validator &v,
+                            const char *name) {
+  if (impl.config.cache.entry == CacheEntry::None)
+    return v.error("this kernel set has no pool-cache kernels: create it "
+                   "with a cache format (KernelConfig::cache)");
+  return v.error(std::string("this kernel set has no ") + name + " kernel");
+}
+
 /// What every pool-cache call checks first: the set has the kernels, and
 /// the cache operands' shapes.
 static Status checkCacheOperands(const KernelSetImpl &impl, Validator &v,
@@ -597,19 +606,17 @@ static Status checkCacheOperands(const KernelSetImpl &impl, Validator &v,
                                  const View &table, int64_t batch) {
   const CacheFormat &f = impl.config.cache;
   if (f.entry == CacheEntry::None)
-    return v.error("this kernel set has no pool-cache kernels: create it "
-                   "with a cache format (KernelConfig::cache)");
+    return noCacheKernel(impl, v, "");
   return v.cacheShapes(keys, scales, table, batch, f.entry == CacheEntry::FP8);
 }
 
 /// The pools compress stores, as (request, pool id), from host metadata
 /// whose rows were checked and the pool counts `expected` (the kernel's own
 /// pool_offsets): request b's last `count` pools before floor((c + n) / K).
-static std::vector<std::pair<int64_t, int64_t>>
-compressPools(const std::vector<uint32_t> &offsets,
-              const std::vector<uint32_t> &lengths,
-              const std::vector<uint32_t> &expected, int64_t kpool) {
-  std::vector<std::pair<int64_t, int64_t>> pools;
+static void compressPools(const std::vector<uint32_t> &offsets,
+                          const std::vector<uint32_t> &lengths,
+                          const std::vector<uint32_t> &expected, int64_t kpool,
+                          std::vector<std::pair<int64_t, int64_t>> &pools) {
   for (size_t b = 0; b < lengths.size(); ++b) {
     int64_t end =
         (int64_t(lengths[b]) + int64_t(offsets[b + 1]) - int64_t(offsets[b])) /
@@ -618,7 +625,6 @@ compressPools(const std::vector<uint32_t> &offsets,
     for (int64_t j = 0; j < count; ++j)
       pools.push_back({int64_t(b), end - count + j});
   }
-  return pools;
 }
 
 /// The pools ring_close stores: each live request's pending pool when this
@@ -635,6 +641,30 @@ static void ringClosePools(const std::vector<uint32_t> &offsets,
   }
 }
 
+/// The table check of a pool-cache call (host metadata, rows already
+/// checked): the pools ring_close stores for its first `closeRequests`
+/// requests (none when negative) and, with `compress`, compress's.
+static Status checkStoredEntries(const KernelSet &set,
+                                 const KernelSetImpl &impl, Validator &v,
+                                 const View &keys, const View &table,
+                                 const View &iro, const View &cache,
+                                 int32_t closeRequests, bool compress) {
+  std::vector<uint32_t> offsets, lengths;
+  KPOOL_TRY(v.load(iro, offsets));
+  KPOOL_TRY(v.load(cache, lengths));
+  std::vector<std::pair<int64_t, int64_t>> pools;
+  int64_t kpool = impl.config.kpool;
+  if (closeRequests >= 0)
+    ringClosePools(offsets, lengths, closeRequests, kpool, pools);
+  if (compress) {
+    std::vector<uint32_t> expected(cache.sizes[0] + 1);
+    KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
+    compressPools(offsets, lengths, expected, kpool, pools);
+  }
+  return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1],
+                        keys.sizes[0], keys.sizes[1], pools);
+}
+
 static Status checkCompressCacheOperands(
     const KernelSet &set, const KernelSetImpl &impl, Validator &v,
     const View &pooled, const View &keys, const View &scales, const View &k,
@@ -642,19 +672,11 @@ static Status checkCompressCacheOperands(
     const View &cache, const View &table, bool check) {
   KPOOL_TRY(checkCompressOperands(set, impl, v, pooled, k, gate, ape, iro, pro,
                                   cache, check));
-  int64_t batch = cache.sizes[0];
-  KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, batch));
+  KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, cache.sizes[0]));
   if (!check)
     return Status();
-  std::vector<uint32_t> offsets, lengths;
-  std::vector<uint32_t> expected(batch + 1);
-  KPOOL_TRY(v.load(iro, offsets));
-  KPOOL_TRY(v.load(cache, lengths));
-  KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
-  return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1], keys.sizes[0],
-                        keys.sizes[1],
-                        compressPools(offsets, lengths, expected,
-                                      impl.config.kpool));
+  return checkStoredEntries(set, impl, v, keys, table, iro, cache,
+                            /*closeRequests=*/-1, /*compress=*/true);
 }
 
 Status KernelSet::compressCache(const View &pooled, const View &keys,
@@ -665,10 +687,7 @@ Status KernelSet::compressCache(const View &pooled, const View &keys,
                                 Stream stream, Validation validation) const {
   Validator v = impl->validator("compress");
   if (!impl->backend.compressCache)
-    return v.error(impl->config.cache.entry == CacheEntry::None
-                       ? "this kernel set has no pool-cache kernels: create "
-                         "it with a cache format (KernelConfig::cache)"
-                       : "this kernel set has no compress_cache kernel");
+    return noCacheKernel(*impl, v, "compress_cache");
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
   KPOOL_TRY(checkCompressCacheOperands(*this, *impl, v, pooled, keys, scales,
@@ -691,7 +710,8 @@ Status KernelSet::checkCompressCache(const View &pooled, const View &keys,
 }
 
 static Status checkRingCloseCacheOperands(
-    const KernelSetImpl &impl, Validator &v, const View &pooled,
+    const KernelSet &set, const KernelSetImpl &impl, Validator &v,
+    const View &pooled,
     const View &closed, const View &keys, const View &scales, const View &tail,
     const View &k, const View &gate, const View &ape, const View &iro,
     const View &cache, const View &slots, int32_t numRequests,
@@ -703,13 +723,8 @@ static Status checkRingCloseCacheOperands(
   KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, cache.sizes[0]));
   if (!check)
     return Status();
-  std::vector<uint32_t> offsets, lengths;
-  KPOOL_TRY(v.load(iro, offsets));
-  KPOOL_TRY(v.load(cache, lengths));
-  std::vector<std::pair<int64_t, int64_t>> pools;
-  ringClosePools(offsets, lengths, numRequests, c.kpool, pools);
-  return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1], keys.sizes[0],
-                        keys.sizes[1], pools);
+  return checkStoredEntries(set, impl, v, keys, table, iro, cache, numRequests,
+                            /*compress=*/false);
 }
 
 Status KernelSet::ringCloseCache(const View &pooled, const View &closed,
@@ -722,13 +737,11 @@ Status KernelSet::ringCloseCache(const View &pooled, const View &closed,
                                  Validation validation) const {
   Validator v = impl->validator("ring_close");
   if (!impl->backend.ringCloseCache)
-    return v.error(impl->config.cache.entry == CacheEntry::None
-                       ? "this kernel set has no pool-cache kernels: create "
-                         "it with a cache format (KernelConfig::cache)"
-                       : "this kernel set has no ring_close_cache kernel");
+    return noCacheKernel(*impl, v, "ring_close_cache");
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
-  KPOOL_TRY(checkRingCloseCacheOperands(*impl, v, pooled, closed, keys, scales,
+  KPOOL_TRY(checkRingCloseCacheOperands(*this, *impl, v, pooled, closed, keys,
+                                        scales,
                                         tail, k, gate, ape, iro, cache, slots,
                                         numRequests, table, check));
   abi::invoke(impl->backend.ringCloseCache,
@@ -743,7 +756,8 @@ Status KernelSet::checkRingCloseCache(
     const View &ape, const View &iro, const View &cache, const View &slots,
     int32_t numRequests, const View &table) const {
   Validator v = impl->validator("ring_close");
-  return checkRingCloseCacheOperands(*impl, v, pooled, closed, keys, scales,
+  return checkRingCloseCacheOperands(*this, *impl, v, pooled, closed, keys,
+                                     scales,
                                      tail, k, gate, ape, iro, cache, slots,
                                      numRequests, table, true);
 }
@@ -758,22 +772,11 @@ static Status checkStepCacheOperands(
   KPOOL_TRY(checkStepOperands(set, impl, v, closed, closedPool, pro, pooled,
                               tail, k, gate, ape, iro, cache, slots,
                               numRequests, check));
-  int64_t batch = cache.sizes[0];
-  KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, batch));
+  KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, cache.sizes[0]));
   if (!check)
     return Status();
-  std::vector<uint32_t> offsets, lengths;
-  std::vector<uint32_t> expected(batch + 1);
-  KPOOL_TRY(v.load(iro, offsets));
-  KPOOL_TRY(v.load(cache, lengths));
-  KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
-  std::vector<std::pair<int64_t, int64_t>> pools;
-  ringClosePools(offsets, lengths, numRequests, impl.config.kpool, pools);
-  for (auto pool :
-       compressPools(offsets, lengths, expected, impl.config.kpool))
-    pools.push_back(pool);
-  return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1], keys.sizes[0],
-                        keys.sizes[1], pools);
+  return checkStoredEntries(set, impl, v, keys, table, iro, cache, numRequests,
+                            /*compress=*/true);
 }
 
 Status KernelSet::stepCache(const View &closed, const View &closedPool,
@@ -786,10 +789,7 @@ Status KernelSet::stepCache(const View &closed, const View &closedPool,
                             Stream stream, Validation validation) const {
   Validator v = impl->validator("step");
   if (!impl->backend.stepCache)
-    return v.error(impl->config.cache.entry == CacheEntry::None
-                       ? "this kernel set has no pool-cache kernels: create "
-                         "it with a cache format (KernelConfig::cache)"
-                       : "this kernel set has no step_cache kernel");
+    return noCacheKernel(*impl, v, "step_cache");
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
   KPOOL_TRY(checkStepCacheOperands(*this, *impl, v, closed, closedPool, pro,

@@ -131,10 +131,7 @@ Status kpool::compileJitKernels(const KernelConfig &config,
   mlir::ExecutionEngine &engine = *state->engine;
 
   for (const abi::Kernel &kernel : abi::kernels) {
-    if (offsetsOnly && kernel.id != abi::KernelId::PoolOffsets)
-      continue;
-    if (mlir::kpool::isCacheKernel(kernel.id) &&
-        cache.entry == CacheEntry::None)
+    if (!mlir::kpool::hasKernel(kernel.id, offsetsOnly, cache))
       continue;
     std::string name = mlir::kpool::kernelFunctionName(prefix, kernel.id);
     auto symbol = engine.lookup("_mlir_ciface_" + name);

@@ -23,19 +23,9 @@ using namespace kpool::reference;
 
 namespace {
 
-/// Byte address of element `idx` (rank entries) of `v`, elements of `esize`
-/// bytes (a copy of Reference.cpp's helper).
-char *address(const KPoolView &v, int64_t esize,
-              std::initializer_list<int64_t> idx) {
-  int64_t linear = 0, d = 0;
-  for (int64_t i : idx)
-    linear += i * v.strides[d++];
-  return static_cast<char *>(v.data) + linear * esize;
-}
-
 uint32_t loadU32(const KPoolView &v, std::initializer_list<int64_t> idx) {
   uint32_t x;
-  std::memcpy(&x, address(v, 4, idx), 4);
+  std::memcpy(&x, elementAddress(v, 4, idx), 4);
   return x;
 }
 
@@ -55,7 +45,7 @@ std::vector<float> denseRow(const Geometry &g, const KPoolView &pooled,
   int64_t esize = elementSize(g.type);
   std::vector<float> x(g.headDim);
   for (int64_t d = 0; d < g.headDim; ++d)
-    x[d] = fromBits(g.type, elementBits(g.type, address(pooled, esize,
+    x[d] = fromBits(g.type, elementBits(g.type, elementAddress(pooled, esize,
                                                         {row, d})));
   return x;
 }
@@ -199,15 +189,15 @@ void kpool::reference::storeCache(const Geometry &g, const CacheFormat &f,
   if (!fp8) {
     int64_t esize = elementSize(g.type);
     for (int64_t d = 0; d < g.headDim; ++d)
-      setElementBits(g.type, address(cacheKeys, esize, {page, row, d}),
+      setElementBits(g.type, elementAddress(cacheKeys, esize, {page, row, d}),
                      entryBits[d]);
     return;
   }
   for (int64_t d = 0; d < g.headDim; ++d) {
     uint8_t code = uint8_t(entryBits[d]);
-    std::memcpy(address(cacheKeys, 1, {page, row, d}), &code, 1);
+    std::memcpy(elementAddress(cacheKeys, 1, {page, row, d}), &code, 1);
   }
-  std::memcpy(address(cacheScales, 4, {page, row}), &scale, 4);
+  std::memcpy(elementAddress(cacheScales, 4, {page, row}), &scale, 4);
 }
 
 //===----------------------------------------------------------------------===//

@@ -25,28 +25,19 @@ using namespace kpool::reference;
 
 namespace {
 
-/// Byte address of element `idx` (rank entries) of `v`.
-char *address(const KPoolView &v, int64_t esize,
-              std::initializer_list<int64_t> idx) {
-  int64_t linear = 0, d = 0;
-  for (int64_t i : idx)
-    linear += i * v.strides[d++];
-  return static_cast<char *>(v.data) + linear * esize;
-}
-
 uint32_t loadU32(const KPoolView &v, int64_t i) {
   uint32_t x;
-  std::memcpy(&x, address(v, 4, {i}), 4);
+  std::memcpy(&x, elementAddress(v, 4, {i}), 4);
   return x;
 }
 
 void storeU32(const KPoolView &v, int64_t i, uint32_t x) {
-  std::memcpy(address(v, 4, {i}), &x, 4);
+  std::memcpy(elementAddress(v, 4, {i}), &x, 4);
 }
 
 uint32_t loadBits(const KPoolView &v, int64_t esize,
                   std::initializer_list<int64_t> idx) {
-  char *p = address(v, esize, idx);
+  char *p = elementAddress(v, esize, idx);
   if (esize == 2) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -59,7 +50,7 @@ uint32_t loadBits(const KPoolView &v, int64_t esize,
 
 void storeBits(const KPoolView &v, int64_t esize,
                std::initializer_list<int64_t> idx, uint32_t bits) {
-  char *p = address(v, esize, idx);
+  char *p = elementAddress(v, esize, idx);
   if (esize == 2) {
     uint16_t h = uint16_t(bits);
     std::memcpy(p, &h, 2);

@@ -39,6 +39,7 @@
 #include "kpool-c/View.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace kpool::reference {
 
@@ -47,6 +48,16 @@ struct Geometry {
   int64_t headDim = 128;
   int64_t kpool = 4;
 };
+
+/// Byte address of element `idx` (one index per dimension) of `v`, whose
+/// elements are `esize` bytes (strides count elements).
+inline char *elementAddress(const KPoolView &v, int64_t esize,
+                            std::initializer_list<int64_t> idx) {
+  int64_t linear = 0, d = 0;
+  for (int64_t i : idx)
+    linear += i * v.strides[d++];
+  return static_cast<char *>(v.data) + linear * esize;
+}
 
 /// Bytes per element of `type`.
 int64_t elementSize(KPoolElementType type);

@@ -172,6 +172,16 @@ public:
     return success();
   }
 
+  /// compress's (and step's) `pooled`: `[pools, head_dim]` of the keys'
+  /// element type.
+  LogicalResult checkPooledRows(Value pooled, Value k, int64_t headDim) {
+    if (failed(checkShape(pooled, "pooled", {ShapedType::kDynamic, headDim},
+                          "pools x head_dim")))
+      return failure();
+    return checkElement(pooled, "pooled", type(k).getElementType(),
+                        " (the element type of 'k')");
+  }
+
   /// The tail ring: `[max_slots, 2, R, head_dim]` with a ring window
   /// `R >= kpool` (a dynamic `R` is checked at run time), of the keys'
   /// element type.
@@ -406,32 +416,47 @@ private:
   Operation *op;
 };
 
-/// Reports reads of the memref operands and writes of the memref `outs`.
-/// `outs` are read too unless `initsRead` is false (ring_close overwrites
-/// every element of its outputs), or, with `initRead`, where it says so.
+/// Reports reads of the memref operands (of the `outs`, where readsInit
+/// says so) and writes of the memref `outs`.
 void getDpsEffects(
     DestinationStyleOpInterface op,
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects,
-    bool initsRead = true,
-    llvm::function_ref<bool(OpOperand &)> initRead = nullptr) {
+        &effects) {
   for (OpOperand &operand : op->getOpOperands()) {
     if (!isa<MemRefType>(operand.get().getType()))
       continue;
-    bool read = !op.isDpsInit(&operand) ||
-                (initRead ? initRead(operand) : initsRead);
-    if (read)
+    bool init = op.isDpsInit(&operand);
+    if (!init || readsInit(op, operand))
       effects.emplace_back(MemoryEffects::Read::get(), &operand, /*stage=*/0,
                            /*effectOnFullRegion=*/true,
                            SideEffects::DefaultResource::get());
-    if (op.isDpsInit(&operand))
+    if (init)
       effects.emplace_back(MemoryEffects::Write::get(), &operand, /*stage=*/1,
                            /*effectOnFullRegion=*/true,
                            SideEffects::DefaultResource::get());
   }
 }
 
+/// Whether `init` is one of `op`'s pool-cache operands.
+template <typename OpTy> bool isCacheInit(OpTy op, OpOperand &init) {
+  for (MutableOperandRange range :
+       {op.getCacheKeysMutable(), op.getCacheScalesMutable()})
+    for (OpOperand &operand : range)
+      if (&operand == &init)
+        return true;
+  return false;
+}
+
 } // namespace
+
+bool mlir::kpool::readsInit(Operation *op, OpOperand &init) {
+  if (auto close = dyn_cast<RingCloseOp>(op))
+    return isCacheInit(close, init);
+  if (auto step = dyn_cast<StepOp>(op))
+    return &init == &step.getPooledMutable() ||
+           &init == &step.getTailMutable() || isCacheInit(step, init);
+  return true;
+}
 
 //===----------------------------------------------------------------------===//
 // CompressOp
@@ -463,12 +488,7 @@ LogicalResult CompressOp::verify() {
                     {getInputRowOffsets(), "input_row_offsets", 1},
                     {getPoolRowOffsets(), "pool_row_offsets", 1}});
   if (failed(batch) ||
-      failed(c.checkShape(getPooled(), "pooled",
-                          {ShapedType::kDynamic, headDim},
-                          "pools x head_dim")) ||
-      failed(c.checkElement(getPooled(), "pooled",
-                            c.type(getK()).getElementType(),
-                            " (the element type of 'k')")))
+      failed(c.checkPooledRows(getPooled(), getK(), headDim)))
     return failure();
   return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
                       getRotate(), getScale(), getK(), headDim, *batch);
@@ -543,12 +563,7 @@ LogicalResult RingCloseOp::verify() {
 void RingCloseOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  // pooled and closed_pool are overwritten whole; the pool cache keeps the
-  // entries no pool goes to.
-  getDpsEffects(*this, effects, /*initsRead=*/true, [&](OpOperand &operand) {
-    return operand.get() == getCacheKeys() ||
-           operand.get() == getCacheScales();
-  });
+  getDpsEffects(*this, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -615,12 +630,7 @@ LogicalResult StepOp::verify() {
   if (failed(all) ||
       failed(c.checkClosedOutputs(getClosed(), "closed", getClosedPool(),
                                   getK(), *all, headDim)) ||
-      failed(c.checkShape(getPooled(), "pooled",
-                          {ShapedType::kDynamic, headDim},
-                          "pools x head_dim")) ||
-      failed(c.checkElement(getPooled(), "pooled",
-                            c.type(getK()).getElementType(),
-                            " (the element type of 'k')")))
+      failed(c.checkPooledRows(getPooled(), getK(), headDim)))
     return failure();
   return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
                       getRotate(), getScale(), getK(), headDim, *all);
@@ -629,14 +639,7 @@ LogicalResult StepOp::verify() {
 void StepOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  // closed, closed_pool and pool_row_offsets are overwritten whole; pooled
-  // keeps the rows no request claims and the ring is read and written.
-  // The pool cache keeps the entries no pool goes to.
-  getDpsEffects(*this, effects, /*initsRead=*/true, [&](OpOperand &operand) {
-    return &operand == &getPooledMutable() || &operand == &getTailMutable() ||
-           operand.get() == getCacheKeys() ||
-           operand.get() == getCacheScales();
-  });
+  getDpsEffects(*this, effects);
 }
 
 //===----------------------------------------------------------------------===//

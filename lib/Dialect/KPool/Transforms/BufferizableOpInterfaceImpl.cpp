@@ -27,21 +27,9 @@ struct KPoolOpInterface
                                                      OpTy> {
   bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
                               const AnalysisState &state) const {
-    // ring_close writes every row of both outputs; step writes every row
-    // of ring_close's outputs and every entry of pool_row_offsets, and reads
-    // pooled (rows no request claims keep their value) and the ring. A
-    // pool cache keeps the entries no pool goes to.
-    if (!cast<DestinationStyleOpInterface>(op).isDpsInit(&operand))
-      return true;
-    if (auto close = dyn_cast<RingCloseOp>(op))
-      return operand.get() == close.getCacheKeys() ||
-             operand.get() == close.getCacheScales();
-    if (auto step = dyn_cast<StepOp>(op))
-      return &operand == &step.getPooledMutable() ||
-             &operand == &step.getTailMutable() ||
-             operand.get() == step.getCacheKeys() ||
-             operand.get() == step.getCacheScales();
-    return true;
+    // The same rule as the ops' memory effects.
+    return !cast<DestinationStyleOpInterface>(op).isDpsInit(&operand) ||
+           readsInit(op, operand);
   }
 
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,

@@ -18,6 +18,12 @@
 namespace mlir::kpool {
 /// Returns true for the element types the kernels support: bf16, f16, f32.
 bool isSupportedElementType(Type type);
+/// Whether `op` (a kpool op) reads its `outs` operand `init`, i.e. keeps
+/// elements it does not write: every init but ring_close's outputs and
+/// step's `closed`, `closed_pool` and `pool_row_offsets`, which are
+/// overwritten whole (a pool cache keeps the entries no pool goes to). The
+/// ops' memory effects and their bufferization both follow it.
+bool readsInit(Operation *op, OpOperand &init);
 /// Returns true for the element types accepted for offsets, cache lengths
 /// and slots: 32-bit signless or unsigned integers (read as unsigned).
 bool isMetadataElementType(Type type);
