@@ -34,7 +34,8 @@ int main() {
   KPoolView cacheV = kpool::denseView(cache.data(), {B});
   KPoolView proV = kpool::denseView(pro.data(), {B + 1});
 
-  kpool_f32_d8_k2_pool_offsets(&proV, &iroV, &cacheV, /*stream=*/nullptr);
+  kpool_f32_d8_k2_pool_offsets(&proV, &iroV, &cacheV, /*status=*/nullptr,
+                               /*stream=*/nullptr);
   std::printf("AOT pool_row_offsets: %u %u %u\n", pro[0], pro[1], pro[2]);
 
   int64_t pools = pro[B];
@@ -42,7 +43,7 @@ int main() {
   KPoolView plainV = kpool::denseView(plain.data(), {pools, D});
   KPoolView checkedV = kpool::denseView(checked.data(), {pools, D});
   kpool_f32_d8_k2_compress(&plainV, &kV, &gV, &apeV, &iroV, &proV, &cacheV,
-                           /*stream=*/nullptr);
+                           /*status=*/nullptr, /*stream=*/nullptr);
 
   kpool_f32_d8_k2_register();
   kpool::Status status;

@@ -87,7 +87,7 @@ int main(void) {
   uint32_t badIro[3] = {0, 9, 8}; // request 1's rows are reversed
   KPoolView vPro = {pro, 1, {3}, {1}}, vIro = {badIro, 1, {3}, {1}},
             vCache = {cache, 1, {2}, {1}};
-  error = kpoolPoolOffsets(kernels, &vPro, &vIro, &vCache, NULL, true);
+  error = kpoolPoolOffsets(kernels, &vPro, &vIro, &vCache, NULL, NULL, true);
   printf("C: runtime error: %s\n", error ? kpoolErrorMessage(error) : "none");
   kpoolErrorDestroy(error);
   kpoolKernelSetDestroy(kernels);

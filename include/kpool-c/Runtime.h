@@ -124,7 +124,13 @@ KPOOL_CAPI_EXPORTED int kpoolKernelSetGetTarget(const KPoolKernelSet *kernels);
 // its path -- so it can be captured into a CUDA graph; NULL is CUDA's NULL
 // stream of the current context (the legacy default stream), enqueued on
 // and never synchronized. CPU kernels ignore the stream and finish before
-// the call returns. Shapes are always checked. With `validate` true the
+// the call returns. `status` is NULL or the call's status word, one
+// uint64_t in the kernels' memory (device memory on the CUDA target) where
+// the kernels record the first bad-metadata finding they meet, in stream
+// order and without a host round trip; 0 means nothing was found, and the
+// word only ever decreases to a smaller nonzero code, so an engine clears it
+// once (e.g. cuMemsetD32Async) and reads it whenever it likes.
+// kpoolStatusWordError decodes it. Shapes are always checked. With `validate` true the
 // metadata values are checked on the host first (the request and field at
 // fault are named); on the CUDA target the metadata is device memory, which
 // a call never reads back, so `validate` true returns an error saying so:
@@ -138,7 +144,7 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolCompress(const KPoolKernelSet *kernels, const KPoolView *pooled,
               const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
               const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
-              const KPoolView *cacheLengths, void *stream, bool validate);
+              const KPoolView *cacheLengths, uint64_t *status, void *stream, bool validate);
 
 /// kpool.seed_tail: stores each request's last R positions that this call
 /// brings in its ring slot of `tail` ([max_slots, 2, R, head_dim] with the
@@ -147,7 +153,7 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
               const KPoolView *k, const KPoolView *gate,
               const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-              const KPoolView *slotIdx, int32_t numRequests, void *stream, bool validate);
+              const KPoolView *slotIdx, int32_t numRequests, uint64_t *status, void *stream, bool validate);
 
 /// kpool.ring_close: closes the pool the ring holds open for each request;
 /// writes every row of `pooled` [B, head_dim] and `closedPool` [B].
@@ -156,14 +162,20 @@ kpoolRingClose(const KPoolKernelSet *kernels, const KPoolView *pooled,
                const KPoolView *closedPool, const KPoolView *tail,
                const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
                const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-               const KPoolView *slotIdx, int32_t numRequests, void *stream, bool validate);
+               const KPoolView *slotIdx, int32_t numRequests, uint64_t *status, void *stream, bool validate);
 
 /// kpool.pool_offsets: the exclusive prefix sum of the per-request counts of
 /// pools made only of this call's tokens ([B+1]).
 KPOOL_CAPI_EXPORTED KPoolError *
 kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
                  const KPoolView *inputRowOffsets,
-                 const KPoolView *cacheLengths, void *stream, bool validate);
+                 const KPoolView *cacheLengths, uint64_t *status, void *stream, bool validate);
+
+/// The error a status word holds: NULL for 0 (nothing found), else the
+/// request and field the kernels found at fault, e.g. "request 3:
+/// slot_idx[3] is not below max_slots (the ring's slots) (found by the
+/// kernels; status word 0x303)". Destroy it with kpoolErrorDestroy.
+KPOOL_CAPI_EXPORTED KPoolError *kpoolStatusWordError(uint64_t word);
 
 /// Loads what `kernels` need in the context of `stream` (the GPU modules)
 /// so that no later call loads anything: an engine calls it once before
@@ -219,7 +231,7 @@ kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
           const KPoolView *pooled, const KPoolView *tail, const KPoolView *k,
           const KPoolView *gate, const KPoolView *ape,
           const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-          const KPoolView *slotIdx, int32_t numRequests, void *stream,
+          const KPoolView *slotIdx, int32_t numRequests, uint64_t *status, void *stream,
           bool validate);
 
 /*===----------------------------------------------------------------------===*
@@ -268,7 +280,7 @@ KPOOL_CAPI_EXPORTED KPoolError *kpoolCompressCache(
     const KPoolView *cacheKeys, const KPoolView *cacheScales,
     const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
     const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
-    const KPoolView *cacheLengths, const KPoolView *blockTable, void *stream,
+    const KPoolView *cacheLengths, const KPoolView *blockTable, uint64_t *status, void *stream,
     bool validate);
 KPOOL_CAPI_EXPORTED KPoolError *kpoolRingCloseCache(
     const KPoolKernelSet *kernels, const KPoolView *pooled,
@@ -277,7 +289,7 @@ KPOOL_CAPI_EXPORTED KPoolError *kpoolRingCloseCache(
     const KPoolView *gate, const KPoolView *ape,
     const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
     const KPoolView *slotIdx, int32_t numRequests, const KPoolView *blockTable,
-    void *stream, bool validate);
+    uint64_t *status, void *stream, bool validate);
 KPOOL_CAPI_EXPORTED KPoolError *kpoolStepCache(
     const KPoolKernelSet *kernels, const KPoolView *closed,
     const KPoolView *closedPool, const KPoolView *poolRowOffsets,
@@ -285,7 +297,7 @@ KPOOL_CAPI_EXPORTED KPoolError *kpoolStepCache(
     const KPoolView *cacheScales, const KPoolView *k, const KPoolView *gate,
     const KPoolView *ape, const KPoolView *inputRowOffsets,
     const KPoolView *cacheLengths, const KPoolView *slotIdx,
-    int32_t numRequests, const KPoolView *blockTable, void *stream,
+    int32_t numRequests, const KPoolView *blockTable, uint64_t *status, void *stream,
     bool validate);
 
 /// The checks `validate` makes, on host copies of the metadata (the other
@@ -322,7 +334,8 @@ typedef enum KPoolOperandRole {
   KPOOL_OPERAND_OUTPUT = 0, ///< a view the kernel writes
   KPOOL_OPERAND_INPUT = 1,  ///< a view the kernel reads
   KPOOL_OPERAND_SCALAR = 2, ///< a value (int32_t for KPOOL_KIND_I32)
-  KPOOL_OPERAND_CONTEXT = 3, ///< the per-call context: the caller's stream
+  KPOOL_OPERAND_CONTEXT = 3, ///< the per-call context: the status word
+                             ///< (uint64_t *) and the caller's stream
 } KPoolOperandRole;
 
 /// What an operand's elements are.
@@ -334,6 +347,7 @@ typedef enum KPoolOperandKind {
   KPOOL_KIND_STREAM = 4, ///< a CUstream as void * (KPOOL_OPERAND_CONTEXT)
   KPOOL_KIND_CACHE_ENTRY = 5, ///< the pool-cache entry's element: the
                               ///< element type, or FP8 e4m3fn bytes
+  KPOOL_KIND_U64 = 6, ///< the status word, as uint64_t * (KPOOL_OPERAND_CONTEXT)
 } KPoolOperandKind;
 
 /// One operand of a kernel.
@@ -348,7 +362,8 @@ typedef struct KPoolOperandInfo {
 
 /// One kernel: the C function that runs it takes the kernel set, then one
 /// argument per operand in this order (const KPoolView * for views, the
-/// value for scalars, void * for the stream, always last), then `bool
+/// value for scalars, uint64_t * for the status word and void * for the
+/// stream, always last), then `bool
 /// validate`, and returns a KPoolError *.
 typedef struct KPoolKernelInfo {
   const char *name;         ///< the op, e.g. "compress" (kpool.compress)

@@ -298,13 +298,13 @@ KPoolError *kpoolCompress(const KPoolKernelSet *kernels,
                           const KPoolView *pooled, const KPoolView *k,
                           const KPoolView *gate, const KPoolView *ape,
                           const KPoolView *iro, const KPoolView *pro,
-                          const KPoolView *cache, void *stream,
+                          const KPoolView *cache, uint64_t *status, void *stream,
                           bool validate) {
   return runKernel(kpool::abi::KernelId::Compress, kernels,
                    {pooled, k, gate, ape, iro, pro, cache},
                    [&](const kpool::KernelSet &set) {
                      return set.compress(*pooled, *k, *gate, *ape, *iro, *pro,
-                                         *cache, kpool::Stream(stream),
+                                         *cache, kpool::Stream(stream, status),
                                          validation(validate));
                    });
 }
@@ -313,12 +313,12 @@ KPoolError *kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
                           const KPoolView *k, const KPoolView *gate,
                           const KPoolView *iro, const KPoolView *cache,
                           const KPoolView *slots, int32_t numRequests,
-                          void *stream, bool validate) {
+                          uint64_t *status, void *stream, bool validate) {
   return runKernel(kpool::abi::KernelId::SeedTail, kernels,
                    {tail, k, gate, iro, cache, slots},
                    [&](const kpool::KernelSet &set) {
                      return set.seedTail(*tail, *k, *gate, *iro, *cache, *slots,
-                                         numRequests, kpool::Stream(stream),
+                                         numRequests, kpool::Stream(stream, status),
                                          validation(validate));
                    });
 }
@@ -329,13 +329,13 @@ KPoolError *kpoolRingClose(const KPoolKernelSet *kernels,
                            const KPoolView *gate, const KPoolView *ape,
                            const KPoolView *iro, const KPoolView *cache,
                            const KPoolView *slots, int32_t numRequests,
-                           void *stream, bool validate) {
+                           uint64_t *status, void *stream, bool validate) {
   return runKernel(kpool::abi::KernelId::RingClose, kernels,
                    {pooled, closed, tail, k, gate, ape, iro, cache, slots},
                    [&](const kpool::KernelSet &set) {
                      return set.ringClose(*pooled, *closed, *tail, *k, *gate,
                                           *ape, *iro, *cache, *slots,
-                                          numRequests, kpool::Stream(stream),
+                                          numRequests, kpool::Stream(stream, status),
                                           validation(validate));
                    });
 }
@@ -346,14 +346,14 @@ KPoolError *kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
                       const KPoolView *k, const KPoolView *gate,
                       const KPoolView *ape, const KPoolView *iro,
                       const KPoolView *cache, const KPoolView *slots,
-                      int32_t numRequests, void *stream, bool validate) {
+                      int32_t numRequests, uint64_t *status, void *stream, bool validate) {
   return runKernel(
       kpool::abi::KernelId::Step, kernels,
       {closed, closedPool, pro, pooled, tail, k, gate, ape, iro, cache, slots},
       [&](const kpool::KernelSet &set) {
         return set.step(*closed, *closedPool, *pro, *pooled, *tail, *k, *gate,
                         *ape, *iro, *cache, *slots, numRequests,
-                        kpool::Stream(stream), validation(validate));
+                        kpool::Stream(stream, status), validation(validate));
       });
 }
 
@@ -381,7 +381,7 @@ KPoolError *kpoolCompressCache(const KPoolKernelSet *kernels,
                                const KPoolView *k, const KPoolView *gate,
                                const KPoolView *ape, const KPoolView *iro,
                                const KPoolView *pro, const KPoolView *cache,
-                               const KPoolView *blockTable, void *stream,
+                               const KPoolView *blockTable, uint64_t *status, void *stream,
                                bool validate) {
   return runKernel(kpool::abi::KernelId::CompressCache, kernels,
                    {pooled, cacheKeys, cacheScales, k, gate, ape, iro, pro,
@@ -390,7 +390,7 @@ KPoolError *kpoolCompressCache(const KPoolKernelSet *kernels,
                      return set.compressCache(
                          *pooled, *cacheKeys, *cacheScales, *k, *gate, *ape,
                          *iro, *pro, *cache, *blockTable,
-                         kpool::Stream(stream), validation(validate));
+                         kpool::Stream(stream, status), validation(validate));
                    });
 }
 
@@ -400,7 +400,7 @@ KPoolError *kpoolRingCloseCache(
     const KPoolView *cacheScales, const KPoolView *tail, const KPoolView *k,
     const KPoolView *gate, const KPoolView *ape, const KPoolView *iro,
     const KPoolView *cache, const KPoolView *slots, int32_t numRequests,
-    const KPoolView *blockTable, void *stream, bool validate) {
+    const KPoolView *blockTable, uint64_t *status, void *stream, bool validate) {
   return runKernel(kpool::abi::KernelId::RingCloseCache, kernels,
                    {pooled, closed, cacheKeys, cacheScales, tail, k, gate, ape,
                     iro, cache, slots, blockTable},
@@ -408,7 +408,7 @@ KPoolError *kpoolRingCloseCache(
                      return set.ringCloseCache(
                          *pooled, *closed, *cacheKeys, *cacheScales, *tail, *k,
                          *gate, *ape, *iro, *cache, *slots, numRequests,
-                         *blockTable, kpool::Stream(stream),
+                         *blockTable, kpool::Stream(stream, status),
                          validation(validate));
                    });
 }
@@ -420,7 +420,7 @@ KPoolError *kpoolStepCache(
     const KPoolView *cacheScales, const KPoolView *k, const KPoolView *gate,
     const KPoolView *ape, const KPoolView *iro, const KPoolView *cache,
     const KPoolView *slots, int32_t numRequests, const KPoolView *blockTable,
-    void *stream, bool validate) {
+    uint64_t *status, void *stream, bool validate) {
   return runKernel(kpool::abi::KernelId::StepCache, kernels,
                    {closed, closedPool, pro, pooled, tail, cacheKeys,
                     cacheScales, k, gate, ape, iro, cache, slots, blockTable},
@@ -429,7 +429,7 @@ KPoolError *kpoolStepCache(
                          *closed, *closedPool, *pro, *pooled, *tail,
                          *cacheKeys, *cacheScales, *k, *gate, *ape, *iro,
                          *cache, *slots, numRequests, *blockTable,
-                         kpool::Stream(stream), validation(validate));
+                         kpool::Stream(stream, status), validation(validate));
                    });
 }
 
@@ -486,14 +486,18 @@ KPoolError *kpoolCheckStepCache(
                    });
 }
 
+KPoolError *kpoolStatusWordError(uint64_t word) {
+  return wrap(kpool::statusWordError(word));
+}
+
 KPoolError *kpoolPoolOffsets(const KPoolKernelSet *kernels,
                              const KPoolView *pro, const KPoolView *iro,
-                             const KPoolView *cache, void *stream,
+                             const KPoolView *cache, uint64_t *status, void *stream,
                              bool validate) {
   return runKernel(kpool::abi::KernelId::PoolOffsets, kernels,
                    {pro, iro, cache}, [&](const kpool::KernelSet &set) {
                      return set.poolOffsets(*pro, *iro, *cache,
-                                            kpool::Stream(stream),
+                                            kpool::Stream(stream, status),
                                             validation(validate));
                    });
 }
@@ -592,7 +596,8 @@ static_assert(int(kpool::abi::Kind::Element) == KPOOL_KIND_ELEMENT &&
               int(kpool::abi::Kind::I32) == KPOOL_KIND_I32 &&
               int(kpool::abi::Kind::F32) == KPOOL_KIND_F32 &&
               int(kpool::abi::Kind::Stream) == KPOOL_KIND_STREAM &&
-              int(kpool::abi::Kind::CacheEntry) == KPOOL_KIND_CACHE_ENTRY);
+              int(kpool::abi::Kind::CacheEntry) == KPOOL_KIND_CACHE_ENTRY &&
+              int(kpool::abi::Kind::U64) == KPOOL_KIND_U64);
 
 const AbiTable &abiTable() {
   static const AbiTable *table = new AbiTable;

@@ -63,8 +63,9 @@ static Type argumentType(OpBuilder &b, const abi::Operand &operand,
   Type kind = operand.kind == abi::Kind::Element      ? element
               : operand.kind == abi::Kind::CacheEntry ? cacheEntry
               : operand.kind == abi::Kind::F32        ? Type(b.getF32Type())
+              : operand.kind == abi::Kind::U64        ? Type(b.getI64Type())
                                                       : Type(b.getI32Type());
-  if (operand.role == abi::Role::Context)
+  if (operand.kind == abi::Kind::Stream)
     return LLVM::LLVMPointerType::get(b.getContext());
   if (operand.role == abi::Role::Scalar)
     return kind;
@@ -145,7 +146,9 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
     // Operand segments of the ops with an optional pool-cache destination:
     // `block_table` after the inputs, `cache_keys` and `cache_scales` after
     // the outputs, each 1 in a `*_cache` kernel (`cache_scales` only for
-    // FP8 entries: the argument is then ignored) and 0 otherwise.
+    // FP8 entries: the argument is then ignored) and 0 otherwise; then the
+    // status word, the op's last `outs` (always there: an empty one records
+    // nothing).
     SmallVector<int32_t> segments;
     for (bool outputs : {false, true}) {
       for (auto [operand, arg] :
@@ -167,6 +170,12 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
           segments.push_back(0);
       }
     }
+    for (auto [operand, arg] :
+         llvm::zip(ArrayRef(kernel.operands, kernel.numOperands),
+                   fn.getArguments()))
+      if (operand.kind == abi::Kind::U64)
+        state.addOperands(arg);
+    segments.push_back(1);
     std::optional<RegisteredOperationName> registered =
         RegisteredOperationName::lookup(state.name.getStringRef(), &ctx);
     if (registered &&

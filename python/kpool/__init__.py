@@ -17,6 +17,12 @@ complete program)::
 
 The library is found through ``$KPOOL_CAPI_LIB`` or next to an install; see
 :mod:`kpool._capi` and docs/python.md.
+
+Arrays of other libraries work without a copy: host arrays exposing
+``__dlpack__`` (PyTorch CPU tensors) everywhere, device arrays
+(``__cuda_array_interface__``, CUDA DLPack) on a ``KernelSet(...,
+target="cuda")``. ``import kpool.torch`` (needs torch; not imported here)
+registers the ops as PyTorch custom ops (``torch.ops.kpool.*``).
 """
 
 from . import reference
@@ -24,11 +30,12 @@ from ._capi import KPoolError, LibraryNotFoundError, library_path
 from .runtime import (KernelSet, PagedPoolStore, PoolStore, ProducedPool,
                       compress,
                       kernel_set, pool_offsets, ring_close, ring_holds_pending,
-                      seed_tail)
+                      seed_tail, status_error)
 from .types import (DTYPES, bf16_to_f32, element_type, f32_to_bf16, from_f32,
                     to_f32, ulp_distance)
 
 __all__ = [
+    "status_error",
     "DTYPES",
     "KPoolError",
     "KernelSet",

@@ -48,6 +48,7 @@ KIND_I32 = 2
 KIND_F32 = 3
 KIND_STREAM = 4
 KIND_CACHE_ENTRY = 5
+KIND_U64 = 6
 
 CACHE_NONE = 0
 CACHE_ELEMENT = 1
@@ -159,6 +160,7 @@ def _declare(lib):
 
     fn("kpoolErrorMessage", ctypes.c_char_p, _ErrorP)
     fn("kpoolErrorDestroy", None, _ErrorP)
+    fn("kpoolStatusWordError", _ErrorP, ctypes.c_uint64)
     fn("kpoolElementTypeName", ctypes.c_char_p, ctypes.c_int)
     fn("kpoolKernelSetCreate", _ErrorP, ctypes.c_int, c_int64, c_int64,
        c_bool, c_int64, ctypes.POINTER(c_void_p))
@@ -174,9 +176,10 @@ def _declare(lib):
     fn("kpoolKernelAbiGetNumKernels", c_int64)
     fn("kpoolKernelAbiGetKernel", ctypes.POINTER(_KernelInfo), c_int64)
     # The kernels: (kernel set, one argument per operand, validate); the
-    # stream (CONTEXT) is a CUstream as void *.
+    # context (CONTEXT) is the status word as uint64_t * and the stream, a
+    # CUstream as void *.
     scalar = {KIND_I32: c_int32, KIND_F32: ctypes.c_float,
-              KIND_STREAM: c_void_p}
+              KIND_STREAM: c_void_p, KIND_U64: c_void_p}
     table = _read_kernels(lib)
     for kernel in table.values():
         fn(kernel.capi_function, _ErrorP, c_void_p,

@@ -7,6 +7,12 @@ Outputs are written in place (``out=``, ``tail``) or allocated and returned.
 Metadata (offsets, cache lengths, slots) may be any integer arrays or lists;
 uint32/int32 arrays are passed as they are, others are converted.
 
+Arrays of other libraries are taken without a copy too: host arrays
+exposing ``__dlpack__`` (PyTorch CPU tensors; bfloat16 as its uint16 bit
+patterns) everywhere, and device arrays (``__cuda_array_interface__``, or
+``__dlpack__`` on a CUDA device) by the ops of a CUDA :class:`KernelSet`,
+on the call's stream (see there).
+
 Errors: :class:`kpool.KPoolError` (a ``ValueError``) for bad shapes, strides
 and metadata, with the runtime's message naming the op, the request and the
 field; ``TypeError`` for arrays of the wrong dtype. A call that raises has
@@ -59,52 +65,332 @@ def _choice(op, name, value, codes):
 ProducedPool = collections.namedtuple("ProducedPool", "slot pool from_ring")
 
 
-_DLPACK_CPU = 1  # kDLCPU
+# --- Arrays of other libraries: DLPack and the CUDA array interface --------
+
+_DLPACK_CPU = 1           # kDLCPU
+_DLPACK_CUDA = 2          # kDLCUDA
+_DLPACK_CUDA_MANAGED = 13  # kDLCUDAManaged
+_DLPACK_DEVICE_NAMES = {_DLPACK_CPU: "the CPU", _DLPACK_CUDA: "CUDA",
+                        _DLPACK_CUDA_MANAGED: "CUDA managed memory"}
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    """DLTensor of dlpack.h (the legacy, unversioned capsule's layout,
+    stable since DLPack 0.2): strides count elements; NULL is row-major."""
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice),
+                ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype = ctypes.c_int
+_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+# DLPack type codes: kDLInt, kDLUInt, kDLFloat, kDLBfloat (as its uint16
+# bit patterns, kpool's bf16), kDLBool.
+_DLPACK_KINDS = {0: "i", 1: "u", 2: "f", 4: "bf", 6: "b"}
+
+
+def _dlpack_dtype(op, name, dt):
+    kind = _DLPACK_KINDS.get(dt.code)
+    if dt.lanes == 1 and kind == "bf" and dt.bits == 16:
+        return np.dtype(np.uint16)
+    if (dt.lanes == 1 and kind not in (None, "bf") and dt.bits % 8 == 0
+            and dt.bits):
+        try:
+            return np.dtype(f"{kind}{dt.bits // 8}")
+        except TypeError:
+            pass
+    raise TypeError(f"{op}: '{name}' has DLPack dtype (code {dt.code}, "
+                    f"{dt.bits} bits, {dt.lanes} lanes), which kpool does not "
+                    "take")
+
+
+class _Strided:
+    """An array described by address, shape, strides in elements and
+    dtype, outside numpy: a device array (what `_view` passes to a CUDA
+    kernel set) or a DLPack tensor before it becomes a numpy alias.
+    ``source`` is the caller's object (returned in its place), ``owner``
+    what keeps the memory alive (a DLPack capsule), ``stream`` the stream
+    its __cuda_array_interface__ names."""
+
+    __slots__ = ("address", "shape", "strides", "dtype", "readonly",
+                 "device", "source", "owner", "stream")
+
+    def __init__(self, address, shape, strides, dtype, *, readonly=False,
+                 device=None, source=None, owner=None, stream=None):
+        self.address, self.shape = address, tuple(shape)
+        self.strides, self.dtype = tuple(strides), np.dtype(dtype)
+        self.readonly, self.device = readonly, device
+        self.source, self.owner, self.stream = source, owner, stream
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    itemsize = property(lambda self: self.dtype.itemsize)
+
+    def retyped(self, dtype):
+        """The same memory as `dtype` of the same size (int32 as uint32)."""
+        return _Strided(self.address, self.shape, self.strides, dtype,
+                        readonly=self.readonly, device=self.device,
+                        source=self.source, owner=self.owner,
+                        stream=self.stream)
+
+    @property
+    def __cuda_array_interface__(self):
+        """The array described by the CUDA array interface (v3), for code
+        that reads device arrays that way."""
+        return {"shape": self.shape, "typestr": self.dtype.str,
+                "data": (self.address, self.readonly), "version": 3,
+                "strides": tuple(st * self.itemsize for st in self.strides),
+                "stream": self.stream}
+
+    def __repr__(self):
+        return (f"<{self.dtype} {list(self.shape)} at {self.address:#x}, "
+                f"strides {list(self.strides)}>")
+
+
+def _dlpack_tensor(op, name, x, capsule):
+    """The _Strided of a legacy DLPack capsule of `x`. The capsule stays
+    unconsumed (its destructor frees the tensor) and owns the memory."""
+    if not _capsule_valid(capsule, b"dltensor"):
+        raise KPoolError(f"{op}: '{name}': __dlpack__ of "
+                         f"{type(x).__name__} did not return a DLPack "
+                         "capsule named 'dltensor'")
+    t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    shape = [t.shape[d] for d in range(t.ndim)]
+    if t.strides:
+        strides = [t.strides[d] for d in range(t.ndim)]
+    else:
+        strides, run = [0] * t.ndim, 1
+        for d in reversed(range(t.ndim)):
+            strides[d], run = run, run * shape[d]
+    dtype = _dlpack_dtype(op, name, t.dtype)
+    return _Strided((t.data or 0) + t.byte_offset, shape, strides, dtype,
+                    device=(t.device.device_type, t.device.device_id),
+                    source=x, owner=capsule)
+
+
+def _numpy_alias(a):
+    """A writable numpy array over the memory of the host _Strided `a`,
+    keeping its owner (and the producer) alive."""
+    if a.size == 0 or not a.address:
+        return np.zeros(a.shape, a.dtype)
+    size = a.itemsize
+    lo = sum((n - 1) * st for n, st in zip(a.shape, a.strides) if st < 0)
+    hi = sum((n - 1) * st for n, st in zip(a.shape, a.strides) if st > 0)
+    buf = (ctypes.c_char * ((hi - lo + 1) * size)).from_address(
+        a.address + lo * size)
+    buf._kpool_owner = (a.owner, a.source)
+    return np.ndarray(a.shape, a.dtype, buffer=buf, offset=-lo * size,
+                      strides=[st * size for st in a.strides])
+
+
+def _cuda_interface(x):
+    """`x.__cuda_array_interface__`, or None when `x` has none (or cannot
+    describe itself by it, as PyTorch's bfloat16 tensors, but has DLPack)."""
+    try:
+        return x.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception:
+        if hasattr(x, "__dlpack__"):
+            return None
+        raise
+
+
+def _dlpack_device(x):
+    if not hasattr(x, "__dlpack__"):
+        return None
+    if not hasattr(x, "__dlpack_device__"):
+        return (_DLPACK_CPU, 0)
+    return tuple(int(d) for d in x.__dlpack_device__())
 
 
 def _host_array(op, x):
     """`x` as a numpy array without a copy when it is a host array of
     another library: anything with ``__dlpack__`` on the DLPack CPU device
-    (numpy, PyTorch CPU tensors, ...). The alias is writable, as the
-    producer's own array is (numpy's ``from_dlpack`` marks it read-only).
-    Device arrays are refused with an error: the Python ops run on host
-    memory. Anything else is returned as it is."""
-    if isinstance(x, np.ndarray) or not (
-            hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__")):
+    (numpy, PyTorch CPU tensors, ...); bfloat16 becomes its uint16 bit
+    patterns. The alias is writable, as the producer's own array is.
+    Device arrays are refused with an error: these ops run on host memory.
+    Anything else is returned as it is."""
+    if isinstance(x, (np.ndarray, _Strided, int, float, str, type(None))):
         return x
-    device = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else None
-    if hasattr(x, "__cuda_array_interface__") or (
-            device is not None and int(device[0]) != _DLPACK_CPU):
-        where = (f"DLPack device {tuple(int(d) for d in device)}"
-                 if device is not None else "device memory "
-                 "(__cuda_array_interface__)")
+    interface = _cuda_interface(x)
+    if interface is None and not hasattr(x, "__dlpack__"):
+        return x
+    device = _dlpack_device(x)
+    if interface is not None or (device is not None
+                                 and device[0] != _DLPACK_CPU):
+        where = (f"DLPack device {device}" if interface is None
+                 else "device memory (__cuda_array_interface__)")
         raise KPoolError(f"{op}: an operand of type {type(x).__name__} lives "
                          f"on {where}; the Python ops take host arrays "
-                         "(numpy or anything exposing __dlpack__ on the CPU)")
-    a = np.from_dlpack(x)
-    if a.flags.writeable or a.size == 0:
-        return a
-    # A writable alias of the same memory, keeping the producer alive.
-    lo = hi = 0
-    for n, st in zip(a.shape, a.strides):
-        if st < 0:
-            lo += (n - 1) * st
-        else:
-            hi += (n - 1) * st
-    start = a.__array_interface__["data"][0] + lo
-    buf = (ctypes.c_char * (hi - lo + a.itemsize)).from_address(start)
-    buf._kpool_owner = x
-    return np.ndarray(a.shape, a.dtype, buffer=buf, offset=-lo,
-                      strides=a.strides)
+                         "(numpy or anything exposing __dlpack__ on the CPU) "
+                         "unless they run on a KernelSet(target='cuda')")
+    return _numpy_alias(_dlpack_tensor(op, "operand", x, x.__dlpack__()))
+
+
+def _from_cuda_interface(op, name, x, interface):
+    """The _Strided of a __cuda_array_interface__ (v0 to v3) dict."""
+    def bad(what):
+        return KPoolError(f"{op}: '{name}' ({type(x).__name__}): its "
+                          f"__cuda_array_interface__ {what}")
+    if not isinstance(interface, dict):
+        raise bad(f"is a {type(interface).__name__}, not a dict")
+    try:
+        shape = tuple(operator.index(n) for n in interface["shape"])
+        typestr = interface["typestr"]
+        address, readonly = interface["data"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise bad(f"lacks a valid shape, typestr or data ({e!r})") from None
+    if interface.get("mask") is not None:
+        raise bad("has a mask; kpool takes unmasked arrays")
+    try:
+        dtype = np.dtype(typestr)
+    except TypeError:
+        raise bad(f"typestr {typestr!r} is not an array-interface type "
+                  "string") from None
+    if dtype.kind not in "iufb" or dtype.fields or dtype.subdtype:
+        raise bad(f"typestr {typestr!r} is no integer or float type")
+    size = dtype.itemsize
+    if any(n < 0 for n in shape):
+        raise bad(f"shape {list(shape)} has a negative extent")
+    if interface.get("strides") is None:  # row-major
+        strides, run = [0] * len(shape), 1
+        for d in reversed(range(len(shape))):
+            strides[d], run = run, run * shape[d]
+    else:
+        byte_strides = [operator.index(s) for s in interface["strides"]]
+        if len(byte_strides) != len(shape):
+            raise bad(f"has {len(byte_strides)} strides for shape "
+                      f"{list(shape)}")
+        for d, st in enumerate(byte_strides):
+            if st % size:
+                raise KPoolError(
+                    f"{op}: '{name}' has a stride of {st} bytes in dimension "
+                    f"{d}, not a whole number of {size}-byte elements; kpool "
+                    "views count strides in elements")
+        strides = [st // size for st in byte_strides]
+    address = operator.index(address or 0)
+    if address == 0 and int(np.prod(shape, dtype=np.int64)):
+        raise bad("has a NULL data pointer for a non-empty array")
+    return _Strided(address, shape, strides, dtype, readonly=bool(readonly),
+                    source=x, stream=interface.get("stream"))
+
+
+def _from_dlpack_device(op, name, x, device, stream):
+    """The _Strided of a DLPack array on a CUDA device, exported for
+    `stream` (a CUstream, None: the legacy default stream) as the DLPack
+    protocol asks: the producer orders its pending work before it."""
+    if device[0] not in (_DLPACK_CUDA, _DLPACK_CUDA_MANAGED):
+        where = _DLPACK_DEVICE_NAMES.get(device[0], "DLPack device")
+        raise KPoolError(f"{op}: '{name}' ({type(x).__name__}) lives on "
+                         f"{where} {device}; a CUDA kernel set takes CUDA "
+                         "device arrays (DLPack device type 2 or 13, or "
+                         "__cuda_array_interface__)")
+    # DLPack's stream argument: 1 is the legacy default stream (never 0).
+    capsule = x.__dlpack__(stream=1 if stream is None else stream)
+    return _dlpack_tensor(op, name, x, capsule)
+
+
+def _call_stream(op, stream, producers):
+    """The stream a CUDA call runs on, as a CUstream int or None (NULL: the
+    legacy default stream): `stream` when given (not None); else the one
+    stream that the __cuda_array_interface__ operands name (`producers`:
+    (name, stream) pairs, stream None or absent: nothing to order; 1 the
+    legacy default stream, 2 the per-thread one, else a CUstream); else
+    None. Never a stream of its own."""
+    if stream is not None:
+        return _stream_handle(stream)
+    chosen = None
+    for name, s in producers:
+        if s is None:
+            continue
+        if isinstance(s, bool) or not isinstance(s, int) or s <= 0:
+            raise KPoolError(f"{op}: '{name}': __cuda_array_interface__ "
+                             f"stream {s!r} is not a stream (1: the legacy "
+                             "default stream, 2: the per-thread default "
+                             "stream, else a CUstream; 0 is disallowed)")
+        if chosen is not None and chosen[1] != s:
+            raise KPoolError(
+                f"{op}: '{chosen[0]}' and '{name}' come from different "
+                f"streams ({chosen[1]:#x} and {s:#x}, their "
+                "__cuda_array_interface__); pass stream= (after ordering "
+                "both producers' work before it)")
+        chosen = (name, s)
+    return None if chosen is None or chosen[1] == 1 else chosen[1]
+
+
+def _device_operands(op, arguments):
+    """Replaces, in `arguments` (an op's arguments by name, ``stream``
+    among them), every device array by its _Strided, without a copy, and
+    sets ``stream`` to the call's stream (see _call_stream): first the
+    __cuda_array_interface__ operands, whose streams choose it, then the
+    DLPack ones, exported for that stream. Others stay as they are (host
+    arrays are refused later, by _view)."""
+    interfaces, dlpack = [], []
+    for name, value in arguments.items():
+        if name in ("self", "stream") or isinstance(
+                value, (np.ndarray, _Strided, int, float, str, type(None))):
+            continue
+        interface = _cuda_interface(value)
+        if interface is not None:
+            arguments[name] = _from_cuda_interface(op, name, value, interface)
+            interfaces.append((name, arguments[name].stream))
+        elif hasattr(value, "__dlpack__"):
+            dlpack.append(name)
+    stream = _call_stream(op, arguments.get("stream"), interfaces)
+    devices = {}
+    for name in dlpack:
+        device = _dlpack_device(arguments[name])
+        arguments[name] = _from_dlpack_device(op, name, arguments[name],
+                                              device, stream)
+        devices.setdefault(device[1], name)
+    if len(devices) > 1:
+        (d0, n0), (d1, n1) = list(devices.items())[:2]
+        raise KPoolError(f"{op}: '{n0}' is on CUDA device {d0} and '{n1}' "
+                         f"on device {d1}; one call runs on one device")
+    arguments["stream"] = stream
+
+
+def _sources(result):
+    """The caller's objects in place of the _Strided a method returns."""
+    if isinstance(result, tuple):
+        return tuple(_sources(r) for r in result)
+    return result.source if isinstance(result, _Strided) else result
 
 
 def _host_arrays(fn):
-    """Lets `fn` take host arrays of other libraries (see _host_array)."""
+    """Lets `fn` take arrays of other libraries: host arrays (see
+    _host_array) or, when `fn` is a method of a CUDA kernel set, device
+    arrays (see _device_operands), for which it returns the caller's
+    objects."""
     import functools
+    import inspect
+    signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         op = fn.__name__
+        if args and getattr(args[0], "target", None) == "cuda" and isinstance(
+                args[0], KernelSet):
+            bound = signature.bind(*args, **kwargs)
+            _device_operands(op, bound.arguments)
+            return _sources(fn(*bound.args, **bound.kwargs))
         args = [_host_array(op, a) for a in args]
         kwargs = {k: _host_array(op, v) for k, v in kwargs.items()}
         return fn(*args, **kwargs)
@@ -112,9 +398,9 @@ def _host_arrays(fn):
 
 
 def _array(op, name, array, rank, dtype=None):
-    """Checks that `array` is a numpy array (of `dtype`, when given) with
-    `rank` dimensions."""
-    if not isinstance(array, np.ndarray):
+    """Checks that `array` is a numpy array (or a device array's _Strided)
+    of `dtype`, when given, with `rank` dimensions."""
+    if not isinstance(array, (np.ndarray, _Strided)):
         raise TypeError(f"{op}: '{name}' must be a numpy array, got "
                         f"{type(array).__name__}")
     if dtype is not None and array.dtype != dtype:
@@ -125,23 +411,36 @@ def _array(op, name, array, rank, dtype=None):
                          f"{list(array.shape)}")
 
 
-def _view(op, name, array, dtype, rank, writable=False):
-    """A KPoolView of `array` (no copy); checks dtype, rank and strides."""
+def _view(op, name, array, dtype, rank, writable=False, device=False):
+    """A KPoolView of `array` (no copy); checks dtype, rank and strides.
+    With `device` (a CUDA kernel set) the array must be device memory (a
+    _Strided; an empty host array holds no memory and passes)."""
+    if device and isinstance(array, np.ndarray) and array.size:
+        raise KPoolError(f"{op}: '{name}' is a host array (numpy.ndarray); "
+                         "a CUDA kernel set takes device arrays (anything "
+                         "exposing __cuda_array_interface__, or __dlpack__ "
+                         "on a CUDA device)")
     _array(op, name, array, rank, dtype)
-    if writable and not array.flags.writeable:
-        raise KPoolError(f"{op}: '{name}' is written but the array is "
-                         "read-only")
     size = array.itemsize
-    strides = []
-    for d, stride in enumerate(array.strides):
-        if stride % size:
-            raise KPoolError(
-                f"{op}: '{name}' has a stride of {stride} bytes in dimension "
-                f"{d}, not a whole number of {size}-byte elements; kpool "
-                "views count strides in elements (copy the array, e.g. with "
-                "numpy.ascontiguousarray)")
-        strides.append(stride // size)
-    address = array.__array_interface__["data"][0]
+    if isinstance(array, _Strided):
+        if writable and array.readonly:
+            raise KPoolError(f"{op}: '{name}' is written but the array is "
+                             "read-only")
+        strides, address = list(array.strides), array.address
+    else:
+        if writable and not array.flags.writeable:
+            raise KPoolError(f"{op}: '{name}' is written but the array is "
+                             "read-only")
+        strides = []
+        for d, stride in enumerate(array.strides):
+            if stride % size:
+                raise KPoolError(
+                    f"{op}: '{name}' has a stride of {stride} bytes in "
+                    f"dimension {d}, not a whole number of {size}-byte "
+                    "elements; kpool views count strides in elements (copy "
+                    "the array, e.g. with numpy.ascontiguousarray)")
+            strides.append(stride // size)
+        address = array.__array_interface__["data"][0]
     if array.size and address % size:
         raise KPoolError(f"{op}: '{name}' starts at an address that is not "
                          f"aligned to its {size}-byte elements")
@@ -153,9 +452,29 @@ def _view(op, name, array, dtype, rank, writable=False):
         view.strides[d] = strides[d]
     return view
 
+def _device_meta(op, name, array, length, dtypes, rank=1):
+    """A device array of metadata, as uint32 when it is int32 (its values
+    are device memory: only its dtype and shape can be checked)."""
+    if array.dtype not in dtypes:
+        raise TypeError(f"{op}: '{name}' must have dtype "
+                        + " or ".join(str(np.dtype(d)) for d in dtypes)
+                        + f", got {array.dtype} (device metadata is passed "
+                        "as it is)")
+    if array.ndim != rank or (length is not None and array.shape[0] != length):
+        want = (f"shape [{length}]" if length is not None else f"rank {rank}")
+        raise KPoolError(f"{op}: '{name}' must have {want}, got shape "
+                         f"{list(array.shape)}")
+    return array.retyped(np.uint32) if np.dtype(np.uint32) in dtypes \
+        else array
+
+
+_META_DTYPES = (np.dtype(np.uint32), np.dtype(np.int32))
+
 
 def _meta(op, name, values, length=None):
     """Metadata as a uint32 array (a view when already 32-bit)."""
+    if isinstance(values, _Strided):
+        return _device_meta(op, name, values, length, _META_DTYPES)
     array = values if isinstance(values, np.ndarray) else np.asarray(values)
     if array.size == 0 and array.dtype.kind == "f":
         array = array.astype(np.uint32)  # np.asarray([]) is float64
@@ -199,6 +518,9 @@ def _meta(op, name, values, length=None):
 
 
 def _out_meta(op, name, array, length, dtypes):
+    if isinstance(array, _Strided):
+        return _device_meta(op, name, array, length,
+                            tuple(np.dtype(d) for d in dtypes))
     if not isinstance(array, np.ndarray) or array.dtype not in dtypes:
         raise TypeError(f"{op}: '{name}' must be a numpy array of "
                         + " or ".join(str(np.dtype(d)) for d in dtypes))
@@ -260,8 +582,23 @@ class KernelSet:
     (JIT-compiled once per process and configuration; later sets share it)
     or "cuda" (precompiled kernels registered in the process by kpool-aot's
     registration function; KPoolError names the configuration when there
-    are none). The ops take numpy arrays, which are host memory: they run
-    on CPU kernel sets.
+    are none).
+
+    A CPU set's ops take host arrays: numpy, or anything exposing
+    ``__dlpack__`` on the CPU (PyTorch CPU tensors; bfloat16 as its bit
+    patterns), without a copy. A CUDA set's ops take device arrays, also
+    without a copy: anything exposing ``__cuda_array_interface__`` or
+    ``__dlpack__`` on a CUDA device (PyTorch, CuPy, JAX), metadata
+    included (uint32 or int32, never read back); they return the caller's
+    objects. A call runs on ``stream=`` when given, else on the stream the
+    operands' ``__cuda_array_interface__`` names, else on the legacy
+    default stream (DLPack operands are exported for that stream, so their
+    producers order their work before it). The Python layer allocates no
+    device memory and cannot read the metadata that sizes outputs: on a
+    CUDA set every output (capacity-shaped where the metadata sizes it) is
+    the caller's, and a missing one is a KPoolError naming it. Metadata
+    checks (``validate=True``) need host metadata: pass ``validate=False``
+    (check host copies first, e.g. on a CPU set).
     """
 
     def __init__(self, dtype, head_dim, kpool, *, openmp=False,
@@ -311,11 +648,15 @@ class KernelSet:
                   _capi.KIND_I32: np.dtype(np.int32),
                   _capi.KIND_F32: np.dtype(np.float32)}
         operands.setdefault("stream", None)
+        operands.setdefault("status", None)
+        device = self.target == "cuda"
         args = [
+            _status_pointer(op, operands[o.name], device)
+            if o.kind == _capi.KIND_U64 else
             _stream_handle(operands[o.name]) if o.role == _capi.CONTEXT else
             operands[o.name] if o.role == _capi.SCALAR else
             _view(op, o.name, operands[o.name], dtypes[o.kind], o.rank,
-                  o.role == _capi.OUTPUT)
+                  o.role == _capi.OUTPUT, device)
             for o in kernel.operands]
         _capi.check(getattr(self._lib, kernel.capi_function)(
             self._handle, *args, validate))
@@ -334,12 +675,15 @@ class KernelSet:
             raise KPoolError(f"{op}: this kernel set has no pool-cache "
                              "kernels: create it with cache='fp8' or "
                              "cache='element'")
-        table = (block_table if isinstance(block_table, np.ndarray)
+        table = (block_table if isinstance(block_table, (np.ndarray, _Strided))
                  else np.asarray(block_table, dtype=np.int64))
-        if table.ndim != 2:
+        if isinstance(table, _Strided):
+            table = _device_meta(op, "block_table", table, None,
+                                 _META_DTYPES, rank=2)
+        elif table.ndim != 2:
             raise KPoolError(f"{op}: 'block_table' must be [batch, pages], "
                              f"got shape {list(table.shape)}")
-        if table.dtype == np.int32:
+        elif table.dtype == np.int32:
             table = table.view(np.uint32)
         elif table.dtype != np.uint32:
             if not np.issubdtype(table.dtype, np.integer):
@@ -366,36 +710,56 @@ class KernelSet:
         return {"block_table": table, "cache_keys": cache_keys,
                 "cache_scales": cache_scales}
 
+    def _given(self, op, name, value, what):
+        """`value`; on a CUDA set, a KPoolError when it is None (an output
+        the caller must give: nothing is allocated on the device here)."""
+        if value is None and self.target == "cuda":
+            raise KPoolError(
+                f"{op}: on a CUDA kernel set the caller gives the outputs: "
+                f"pass '{name}' ({what}, device memory); the Python layer "
+                "allocates no device memory and cannot read device "
+                "metadata")
+        return value
+
     def prepare(self, stream=None):
         """Loads what the kernels need (GPU modules) in the context of
         ``stream`` before capturing calls into a CUDA graph; nothing to do
         on the CPU. Every op takes ``stream=``: a CUstream as an int, an
         object with ``cuda_stream``/``handle``/``ptr`` (PyTorch, CuPy), or
-        None for the NULL stream; GPU calls only enqueue there."""
+        None for the NULL stream; GPU calls only enqueue there.
+
+        Every op also takes ``status=``, the call's status word: a writable
+        array of at least one uint64 (host memory on a CPU set, device
+        memory on a CUDA set) where the kernels record the first
+        bad-metadata finding their guards meet (0: none; the word only
+        decreases to a smaller nonzero code). :func:`status_error` decodes
+        it; see docs/semantics.md, "The status word"."""
         _capi.check(self._lib.kpoolKernelSetPrepare(
             self._handle, _stream_handle(stream)))
 
     @_host_arrays
     def pool_offsets(self, input_row_offsets, cache_lengths, *, out=None,
-                     validate=True, stream=None):
+                     validate=True, stream=None, status=None):
         """kpool.pool_offsets: returns ``pool_row_offsets`` ``[B+1]``
         (uint32; ``out`` if given, uint32 or int32)."""
         op = "pool_offsets"
         cache = _meta(op, "cache_lengths", cache_lengths)
         iro = _meta(op, "input_row_offsets", input_row_offsets)
         batch = cache.shape[0]
-        if out is None:
+        if self._given(op, "out", out, "pool_row_offsets [B+1] uint32 or "
+                       "int32") is None:
             out = np.zeros(batch + 1, dtype=np.uint32)
         target = _out_meta(op, "pool_row_offsets", out, batch + 1,
                            (np.dtype(np.uint32), np.dtype(np.int32)))
-        self._call(op, validate, stream=stream, pool_row_offsets=target,
+        self._call(op, validate, stream=stream, status=status, pool_row_offsets=target,
                    input_row_offsets=iro, cache_lengths=cache)
         return out
 
     @_host_arrays
     def compress(self, k, gate, ape, input_row_offsets, pool_row_offsets,
                  cache_lengths, *, out=None, validate=True, stream=None,
-                 block_table=None, cache_keys=None, cache_scales=None):
+                 block_table=None, cache_keys=None, cache_scales=None,
+                 status=None):
         """kpool.compress: returns ``pooled`` (``out``, or a new zero-filled
         ``[pool_row_offsets[B], head_dim]`` array). ``pool_row_offsets`` may
         be None: it is computed with :meth:`pool_offsets` first.
@@ -409,6 +773,10 @@ class KernelSet:
         op = "compress"
         cache = _meta(op, "cache_lengths", cache_lengths)
         iro = _meta(op, "input_row_offsets", input_row_offsets)
+        self._given(op, "pool_row_offsets", pool_row_offsets,
+                    "[B+1], e.g. from pool_offsets(..., out=...)")
+        self._given(op, "out", out, "pooled [rows, head_dim], rows at least "
+                    "pool_row_offsets[B]")
         if pool_row_offsets is None:
             # Unvalidated: compress's own checks below report bad rows
             # under its name.
@@ -420,7 +788,7 @@ class KernelSet:
             out = np.zeros((rows, self.head_dim), dtype=self.dtype)
         extra = self._cache_operands(op, cache.shape[0], block_table,
                                      cache_keys, cache_scales)
-        self._call(op + ("_cache" if extra else ""), validate, stream=stream,
+        self._call(op + ("_cache" if extra else ""), validate, stream=stream, status=status,
                    pooled=out, k=k, gate=gate, ape=ape,
                    input_row_offsets=iro, pool_row_offsets=pro,
                    cache_lengths=cache, **extra)
@@ -428,7 +796,8 @@ class KernelSet:
 
     @_host_arrays
     def seed_tail(self, tail, k, gate, input_row_offsets, cache_lengths,
-                  slot_idx, num_requests=None, *, validate=True, stream=None):
+                  slot_idx, num_requests=None, *, validate=True, stream=None,
+                  status=None):
         """kpool.seed_tail: updates ``tail`` ``[max_slots, 2, R, head_dim]``
         (``R >= kpool`` the ring window) in place and returns it: each
         request's last ``R`` positions that the call brings, in ring rows
@@ -436,7 +805,7 @@ class KernelSet:
         op = "seed_tail"
         iro, cache, slots, n = _ring_metadata(
             op, input_row_offsets, cache_lengths, slot_idx, num_requests)
-        self._call(op, validate, stream=stream, tail=tail, k=k, gate=gate,
+        self._call(op, validate, stream=stream, status=status, tail=tail, k=k, gate=gate,
                    input_row_offsets=iro, cache_lengths=cache,
                    slot_idx=slots, num_requests=n)
         return tail
@@ -445,7 +814,8 @@ class KernelSet:
     def ring_close(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
                    slot_idx, num_requests=None, *, pooled=None,
                    closed_pool=None, validate=True, stream=None,
-                   block_table=None, cache_keys=None, cache_scales=None):
+                   block_table=None, cache_keys=None, cache_scales=None,
+                   status=None):
         """kpool.ring_close: returns ``(pooled [B, head_dim], closed_pool
         [B] int32)``, into the given arrays or new ones. ``tail`` is only
         read. ``block_table``, ``cache_keys``, ``cache_scales``: the pool
@@ -454,15 +824,15 @@ class KernelSet:
         iro, cache, slots, n = _ring_metadata(
             op, input_row_offsets, cache_lengths, slot_idx, num_requests)
         batch = cache.shape[0]
-        if pooled is None:
+        if self._given(op, "pooled", pooled, "[B, head_dim]") is None:
             pooled = np.zeros((batch, self.head_dim), dtype=self.dtype)
-        if closed_pool is None:
+        if self._given(op, "closed_pool", closed_pool, "[B] int32") is None:
             closed_pool = np.zeros(batch, dtype=np.int32)
         closed = _out_meta(op, "closed_pool", closed_pool, batch,
                            (np.dtype(np.int32),))
         extra = self._cache_operands(op, batch, block_table, cache_keys,
                                      cache_scales)
-        self._call(op + ("_cache" if extra else ""), validate, stream=stream,
+        self._call(op + ("_cache" if extra else ""), validate, stream=stream, status=status,
                    pooled=pooled, closed_pool=closed, tail=tail,
                    k=k, gate=gate, ape=ape, input_row_offsets=iro,
                    cache_lengths=cache, slot_idx=slots,
@@ -471,9 +841,10 @@ class KernelSet:
 
     @_host_arrays
     def step(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
-             slot_idx, num_requests=None, *, pooled=None, validate=True,
+             slot_idx, num_requests=None, *, pooled=None, closed=None,
+             closed_pool=None, pool_row_offsets=None, validate=True,
              stream=None, block_table=None, cache_keys=None,
-             cache_scales=None):
+             cache_scales=None, status=None):
         """kpool.step, the fused serving step: ring_close, pool_offsets,
         compress and seed_tail in one kernel. Updates ``tail`` in place and
         returns ``(closed [B, head_dim], closed_pool [B] int32,
@@ -481,28 +852,40 @@ class KernelSet:
         array (its rows a capacity) or a new zero-filled one of
         ``floor(T / kpool) + B`` rows, the most a call of ``T`` tokens can
         complete; its first ``pool_row_offsets[B]`` rows are the pools.
-        ``block_table``, ``cache_keys``, ``cache_scales``: the pool cache,
-        as in :meth:`compress` (every pool the step produces)."""
+        ``closed``, ``closed_pool`` and ``pool_row_offsets`` (uint32 or
+        int32) may be given too (all four on a CUDA set), written in place
+        and returned. ``block_table``, ``cache_keys``, ``cache_scales``: the
+        pool cache, as in :meth:`compress` (every pool the step
+        produces)."""
         op = "step"
         iro, cache, slots, n = _ring_metadata(
             op, input_row_offsets, cache_lengths, slot_idx, num_requests)
         batch = cache.shape[0]
-        if pooled is None:
+        if self._given(op, "pooled", pooled, "[capacity, head_dim], "
+                       "capacity floor(T / kpool) + B") is None:
             tokens = np.asarray(k).shape[0] if np.ndim(k) >= 1 else 0
             pooled = np.zeros((tokens // self.kpool + batch, self.head_dim),
                               dtype=self.dtype)
-        closed = np.zeros((batch, self.head_dim), dtype=self.dtype)
-        closed_pool = np.zeros(batch, dtype=np.int32)
-        pro = np.zeros(batch + 1, dtype=np.uint32)
+        if self._given(op, "closed", closed, "[B, head_dim]") is None:
+            closed = np.zeros((batch, self.head_dim), dtype=self.dtype)
+        if self._given(op, "closed_pool", closed_pool, "[B] int32") is None:
+            closed_pool = np.zeros(batch, dtype=np.int32)
+        if self._given(op, "pool_row_offsets", pool_row_offsets,
+                       "[B+1] uint32 or int32") is None:
+            pool_row_offsets = np.zeros(batch + 1, dtype=np.uint32)
+        pro = _out_meta(op, "pool_row_offsets", pool_row_offsets, batch + 1,
+                        _META_DTYPES)
+        closed_ids = _out_meta(op, "closed_pool", closed_pool, batch,
+                               (np.dtype(np.int32),))
         extra = self._cache_operands(op, batch, block_table, cache_keys,
                                      cache_scales)
-        self._call(op + ("_cache" if extra else ""), validate, stream=stream,
-                   closed=closed, closed_pool=closed_pool,
+        self._call(op + ("_cache" if extra else ""), validate, stream=stream, status=status,
+                   closed=closed, closed_pool=closed_ids,
                    pool_row_offsets=pro, pooled=pooled, tail=tail, k=k,
                    gate=gate, ape=ape, input_row_offsets=iro,
                    cache_lengths=cache, slot_idx=slots,
                    num_requests=n, **extra)
-        return closed, closed_pool, pro, pooled
+        return closed, closed_pool, pool_row_offsets, pooled
 
 
 def _i32(op, n):
@@ -748,6 +1131,7 @@ class PoolStore:
             raise KPoolError("pool store: the store is closed")
         return self._handle
 
+    @_host_arrays
     def step(self, k, gate, input_row_offsets, slots):
         """Runs one call; returns the :class:`ProducedPool` list (per
         request: the ring's pool first, then compress's, in id order). On
@@ -777,8 +1161,10 @@ class PoolStore:
         of each request as separate arrays (concatenated here)."""
         requests = list(requests)
         empty = np.zeros((0, self.head_dim), dtype=self.dtype)
-        ks = [np.asarray(r[1]) for r in requests] or [empty]
-        gates = [np.asarray(r[2]) for r in requests] or [empty]
+        ks = [np.asarray(_host_array("step", r[1])) for r in requests] or [
+            empty]
+        gates = [np.asarray(_host_array("step", r[2]))
+                 for r in requests] or [empty]
         for b, r in enumerate(requests):
             for name, rows in (("k", ks[b]), ("gate", gates[b])):
                 if rows.ndim != 2:
@@ -843,6 +1229,51 @@ class PoolStore:
         """Forgets the slot's tokens and pools (for a new request)."""
         _capi.check(self._lib.kpoolPoolStoreReset(
             self._live(), self._slot("reset", slot)))
+
+
+def status_error(word):
+    """The message the status word ``word`` (an int, or an array whose
+    first element is the word) holds: None for 0, else the request and
+    field the kernels found at fault, e.g. ``"request 1:
+    input_row_offsets[2] is below input_row_offsets[1] (rows reversed)
+    (found by the kernels; status word 0x101)"``."""
+    if not isinstance(word, (int, np.integer)):
+        word = int(np.asarray(word).reshape(-1)[0])
+    lib = _capi.load()
+    err = lib.kpoolStatusWordError(ctypes.c_uint64(int(word) & (2**64 - 1)))
+    if not err:
+        return None
+    try:
+        return lib.kpoolErrorMessage(err).decode()
+    finally:
+        lib.kpoolErrorDestroy(err)
+
+
+def _status_pointer(op, status, device):
+    """The address of the status word `status` (None: no status word): a
+    writable array of at least one uint64 (numpy, or on a CUDA kernel set a
+    device array), or an int address."""
+    if status is None:
+        return None
+    if isinstance(status, int):
+        return status or None
+    a = status if device else _host_array(op, status)
+    if device:
+        iface = getattr(a, "__cuda_array_interface__", None)
+        if iface is None:
+            raise KPoolError(f"{op}: 'status' must be a device array "
+                             "(__cuda_array_interface__) or an address on a "
+                             "CUDA kernel set")
+        if iface.get("typestr") not in ("<u8", "<i8") or not iface["shape"] \
+                or iface["shape"][0] < 1 or iface["data"][1]:
+            raise KPoolError(f"{op}: 'status' must be a writable array of "
+                             "at least one 64-bit integer")
+        return iface["data"][0]
+    if (not isinstance(a, np.ndarray) or a.dtype not in (np.uint64, np.int64)
+            or a.size < 1 or not a.flags.writeable):
+        raise KPoolError(f"{op}: 'status' must be a writable numpy array of "
+                         "at least one uint64 (the status word)")
+    return a.ctypes.data
 
 
 def _stream_handle(stream):
@@ -954,6 +1385,7 @@ class PagedPoolStore:
                              f"{self.max_slots})")
         return slot
 
+    @_host_arrays
     def step(self, k, gate, input_row_offsets, slots):
         """Runs one call (request ``b`` brings rows ``[iro[b], iro[b+1])``
         for slot ``slots[b]``); returns ``[(slot, pool), ...]``, the pools

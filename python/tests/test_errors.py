@@ -201,11 +201,15 @@ def test_kernel_abi_table():
     assert ring.capi_function == "kpoolRingClose"
     assert [o.name for o in ring.operands if o.role == _capi.OUTPUT] == [
         "pooled", "closed_pool"]
-    scalar = ring.operands[-2]
+    scalar = ring.operands[-3]
     assert (scalar.name, scalar.role, scalar.rank, scalar.kind) == (
         "num_requests", _capi.SCALAR, 0, _capi.KIND_I32)
-    # Every kernel ends with the caller's stream (the per-call context).
+    # Every kernel ends with the per-call context: the status word, then
+    # the caller's stream.
     for kernel in table.values():
+        word = kernel.operands[-2]
+        assert (word.name, word.role, word.rank, word.kind) == (
+            "status", _capi.CONTEXT, 1, _capi.KIND_U64)
         last = kernel.operands[-1]
         assert (last.name, last.role, last.rank, last.kind) == (
             "stream", _capi.CONTEXT, 0, _capi.KIND_STREAM)

@@ -105,7 +105,7 @@ int main(void) {
   uint32_t pro[3];
   KPoolView vpro = view1(pro, 3);
   // CHECK: pool_offsets: ok
-  report("pool_offsets", kpoolPoolOffsets(ks, &vpro, &viro, &vcache, NULL, true));
+  report("pool_offsets", kpoolPoolOffsets(ks, &vpro, &viro, &vcache, NULL, NULL, true));
   // CHECK: pool_row_offsets: 0 2 3
   printf("pool_row_offsets: %u %u %u\n", pro[0], pro[1], pro[2]);
 
@@ -114,7 +114,7 @@ int main(void) {
   KPoolView vpooled = view2(pooled, 3, D);
   // CHECK: compress: ok
   report("compress", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                   &vpro, &vcache, NULL, true));
+                                   &vpro, &vcache, NULL, NULL, true));
   float expected[3 * D];
   for (int p = 0; p < 3; ++p) {
     // Pools 0, 1 of request 0 start at rows 0 and 4; pool 2 of request 1 at
@@ -143,7 +143,7 @@ int main(void) {
   // 12..15) in ring rows 1, 2, 3, 0 of slot 0.
   // CHECK: seed_tail: ok
   report("seed_tail", kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro, &vcache,
-                                    &vslots, 2, NULL, true));
+                                    &vslots, 2, NULL, NULL, true));
   int seeded = 1;
   for (int r = 0; r < K; ++r) {
     int row0 = r == 0 ? 8 : 4 + r, row1 = r == 0 ? 15 : 11 + r;
@@ -176,7 +176,7 @@ int main(void) {
   // CHECK: ring_close: ok
   report("ring_close",
          kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate, &vape,
-                        &viro2, &vcache2, &vslot2, 1, NULL, true));
+                        &viro2, &vcache2, &vslot2, 1, NULL, NULL, true));
   // CHECK: closed pool 1, bit-identical to compress: 1
   printf("closed pool %d, bit-identical to compress: %d\n", closed[0],
          memcmp(closedRow, &pooled[1 * D], sizeof closedRow) == 0);
@@ -191,28 +191,28 @@ int main(void) {
   // CHECK: overlong rows: error: compress: request 1: input_row_offsets[2] = 17
   // reaches past the 16 rows of 'k'
   report("overlong rows", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape,
-                                        &vbadIro, &vpro, &vcache, NULL, true));
+                                        &vbadIro, &vpro, &vcache, NULL, NULL, true));
   uint32_t badSlots[2] = {2, 3};
   KPoolView vbadSlots = view1(badSlots, 2);
   // CHECK: bad slot: error: seed_tail: request 1: slot_idx[1] = 3 is not below
   // max_slots = 3
   report("bad slot", kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro, &vcache,
-                                   &vbadSlots, 2, NULL, true));
+                                   &vbadSlots, 2, NULL, NULL, true));
   uint32_t badPro[3] = {0, 1, 2};
   KPoolView vbadPro = view1(badPro, 3);
   // CHECK: bad pool rows: error: compress: request 0: pool_row_offsets[1] -
   // pool_row_offsets[0] = 1, but the request completes 2 pool(s)
   report("bad pool rows", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                        &vbadPro, &vcache, NULL, true));
+                                        &vbadPro, &vcache, NULL, NULL, true));
   KPoolView vbadRank = vk;
   vbadRank.rank = 9;
   // CHECK: bad rank: error: compress: 'k' has rank 9
   report("bad rank", kpoolCompress(ks, &vpooled, &vbadRank, &vgate, &vape,
-                                   &viro, &vpro, &vcache, NULL, true));
+                                   &viro, &vpro, &vcache, NULL, NULL, true));
   // CHECK: null view: error: ring_close: 'tail' is a null view
   report("null view",
          kpoolRingClose(ks, &vclosedRow, &vclosed, NULL, &vk, &vgate, &vape,
-                        &viro2, &vcache2, &vslot2, 1, NULL, true));
+                        &viro2, &vcache2, &vslot2, 1, NULL, NULL, true));
 
   // NULL data pointers in metadata views: an error, validated or not (the
   // kernels would dereference them).
@@ -239,39 +239,39 @@ int main(void) {
     // CHECK-NEXT: null close slots: error: ring_close: 'slot_idx' has no data pointer
     // CHECK-NEXT: null offsets iro: error: pool_offsets: 'input_row_offsets' has no data pointer
     report("null iro", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape,
-                                     &vnullIro, &vpro, &vcache, NULL, validate));
+                                     &vnullIro, &vpro, &vcache, NULL, NULL, validate));
     report("null pro", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                     &vnullPro, &vcache, NULL, validate));
+                                     &vnullPro, &vcache, NULL, NULL, validate));
     KPoolView vnullIro2 = viro2;
     vnullIro2.data = NULL;
     report("null seed iro",
            kpoolSeedTail(ks, &vtail, &vk, &vgate, &vnullIro2, &vcache2,
-                         &vslot2, 1, NULL, validate));
+                         &vslot2, 1, NULL, NULL, validate));
     report("null seed slots",
            kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro2, &vcache2,
-                         &vnullSlots, 1, NULL, validate));
+                         &vnullSlots, 1, NULL, NULL, validate));
     report("null close iro",
            kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate,
-                          &vape, &vnullIro2, &vcache2, &vslot2, 1, NULL, validate));
+                          &vape, &vnullIro2, &vcache2, &vslot2, 1, NULL, NULL, validate));
     report("null close slots",
            kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate,
-                          &vape, &viro2, &vcache2, &vnullSlots, 1, NULL, validate));
+                          &vape, &viro2, &vcache2, &vnullSlots, 1, NULL, NULL, validate));
     report("null offsets iro",
-           kpoolPoolOffsets(ks, &vpro, &vnullIro, &vcache, NULL, validate));
+           kpoolPoolOffsets(ks, &vpro, &vnullIro, &vcache, NULL, NULL, validate));
   }
   // Sizes whose element count overflows 64 bits: not "no elements".
   KPoolView vhuge = view2(NULL, (int64_t)1 << 61, D);
   // CHECK: huge k: error: compress: 'k' has shape [2305843009213693952, 8], more elements than a view can address (2^60)
   report("huge k", kpoolCompress(ks, &vpooled, &vhuge, &vgate, &vape, &viro,
-                                 &vpro, &vcache, NULL, false));
+                                 &vpro, &vcache, NULL, NULL, false));
   KPoolView vhugeCache = view1(cache, INT64_MAX);
   // CHECK: huge batch: error: compress: 'cache_lengths' has shape [9223372036854775807], more elements than a view can address (2^60)
   report("huge batch", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                     &vpro, &vhugeCache, NULL, false));
+                                     &vpro, &vhugeCache, NULL, NULL, false));
   vhugeCache.sizes[0] = (int64_t)1 << 31;
   // CHECK: large batch: error: compress: 'cache_lengths' has 2147483648 entries; a batch has at most 2^31 - 1 requests
   report("large batch", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                      &vpro, &vhugeCache, NULL, false));
+                                      &vpro, &vhugeCache, NULL, NULL, false));
   // CHECK: null set: type -1 head_dim -1 kpool -1
   printf("null set: type %d head_dim %lld kpool %lld\n",
          (int)kpoolKernelSetGetElementType(NULL),
@@ -298,9 +298,9 @@ int main(void) {
   // CHECK-NEXT: abi: ring_close (kpoolRingClose): pooled:o2e:?xD closed_pool:o1i:? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
   // CHECK-NEXT: abi: pool_offsets (kpoolPoolOffsets): pool_row_offsets:o1u:? input_row_offsets:i1u:? cache_lengths:i1u:?
   // CHECK-NEXT: abi: step (kpoolStep): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
-  // CHECK-NEXT: abi: compress_cache (kpoolCompressCache): pooled:o2e:?xD cache_keys:o3c:?x?xD cache_scales:o2f:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:? block_table:i2u:?x? stream:c0s:
-  // CHECK-NEXT: abi: ring_close_cache (kpoolRingCloseCache): pooled:o2e:?xD closed_pool:o1i:? cache_keys:o3c:?x?xD cache_scales:o2f:?x? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? stream:c0s:
-  // CHECK-NEXT: abi: step_cache (kpoolStepCache): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD cache_keys:o3c:?x?xD cache_scales:o2f:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? stream:c0s:
+  // CHECK-NEXT: abi: compress_cache (kpoolCompressCache): pooled:o2e:?xD cache_keys:o3c:?x?xD cache_scales:o2f:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:? block_table:i2u:?x? status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: ring_close_cache (kpoolRingCloseCache): pooled:o2e:?xD closed_pool:o1i:? cache_keys:o3c:?x?xD cache_scales:o2f:?x? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: step_cache (kpoolStepCache): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD cache_keys:o3c:?x?xD cache_scales:o2f:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? status:c1w:? stream:c0s:
   // CHECK-NEXT: abi: kernel 8 is null: 1
   printf("abi: %lld kernels\n", (long long)kpoolKernelAbiGetNumKernels());
   for (int64_t i = 0; i < kpoolKernelAbiGetNumKernels(); ++i) {
@@ -309,7 +309,7 @@ int main(void) {
     for (int64_t j = 0; j < info->numOperands; ++j) {
       const KPoolOperandInfo *o = &info->operands[j];
       printf(" %s:%c%d%c:%s", o->name, "oisc"[o->role], o->rank,
-             "euifsc"[o->kind], o->shape);
+             "euifscw"[o->kind], o->shape);
     }
     printf("\n");
   }

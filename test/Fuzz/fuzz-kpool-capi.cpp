@@ -41,6 +41,7 @@
 #include "kpool-c/Runtime.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -701,10 +702,16 @@ std::map<std::string, std::pair<long, long>> &stats() {
   static auto *m = new std::map<std::string, std::pair<long, long>>;
   return *m;
 }
+std::map<std::string, std::array<int64_t, 3>> &statusStats();
 void printStats() {
   for (auto &[name, n] : stats())
     fprintf(stderr, "==fuzz-capi== %-13s %8ld calls, %8ld succeeded\n",
             name.c_str(), n.first, n.second);
+  for (auto &[name, n] : statusStats())
+    fprintf(stderr,
+            "==fuzz-capi== status word %-14s %6lld unvalidated calls, %6lld "
+            "with a finding, %6lld with a host-only finding\n",
+            name.c_str(), (long long)n[0], (long long)n[1], (long long)n[2]);
 }
 
 /// The call's result: an error must have a message and leave outputs alone.
@@ -729,6 +736,38 @@ bool finish(const char *op, KPoolError *error, std::vector<Operand *> ops) {
                                 ") but wrote '" + o->name + "'");
   kpoolErrorDestroy(error);
   return false;
+}
+
+/// The status word's differential: an unvalidated call that ran (shapes
+/// fine) left `word`; `host` is host validation of the same operands
+/// (kpoolCheck<Op>). The kernels find exactly what host validation finds,
+/// except what only host validation can (two requests in one slot, two
+/// pools in one cache entry). Counted per op for the summary.
+std::map<std::string, std::array<int64_t, 3>> &statusStats() {
+  // Never destroyed: printed after static destructors may have run.
+  static auto *s = new std::map<std::string, std::array<int64_t, 3>>;
+  return *s;
+}
+void checkStatusWord(const char *op, uint64_t word, KPoolError *host) {
+  std::string msg = host ? kpoolErrorMessage(host) : "";
+  if (host)
+    kpoolErrorDestroy(host);
+  bool hostOnly = msg.find("is also the slot of") != std::string::npos ||
+                  msg.find("also writes in this call") != std::string::npos;
+  auto &n = statusStats()[op];
+  ++n[0];
+  if (word)
+    ++n[1];
+  if (hostOnly)
+    ++n[2];
+  trace += "  -> status word " + std::to_string(word) + "\n";
+  if (msg.empty())
+    CHECK(word == 0, std::string(op) + ": the kernels recorded status word " +
+                         std::to_string(word) +
+                         " but host validation accepts the call");
+  else if (!hostOnly)
+    CHECK(word != 0, std::string(op) + ": host validation rejects the call (" +
+                         msg + ") but the status word is 0");
 }
 
 bool validRows(const std::vector<uint32_t> &iro, int64_t b, int64_t rows) {
@@ -768,10 +807,15 @@ void fuzzPoolOffsets(Call &call, Bytes &in) {
   traceCall("pool_offsets config " + std::to_string(call.config) +
                 " validate " + std::to_string(call.validate),
             {&pro, &iro, &cache});
+  uint64_t word = 0;
   KPoolError *e = kpoolPoolOffsets(call.ks, pro.ptr(), iro.ptr(), cache.ptr(),
-                                   nullptr, call.validate);
+                                   &word, nullptr, call.validate);
   if (!finish("pool_offsets", e, {&pro, &iro, &cache}))
     return;
+  if (!call.validate)
+    checkStatusWord("pool_offsets", word,
+                    kpoolCheckPoolOffsets(call.ks, pro.ptr(), iro.ptr(),
+                                          cache.ptr()));
   // Success: exact prefix sum, mod 2^32, of max(0, iro[b+1] - iro[b])
   // tokens per request.
   int64_t batch = cache.view.sizes[0];
@@ -825,11 +869,18 @@ void fuzzCompress(Call &call, Bytes &in) {
   traceCall("compress config " + std::to_string(call.config) + " validate " +
                 std::to_string(call.validate),
             all);
+  uint64_t word = 0;
   KPoolError *e =
       kpoolCompress(call.ks, pooled.ptr(), k.ptr(), gate.ptr(), ape.ptr(),
-                    iro.ptr(), pro.ptr(), cache.ptr(), nullptr, call.validate);
+                    iro.ptr(), pro.ptr(), cache.ptr(), &word, nullptr,
+                    call.validate);
   if (!finish("compress", e, all))
     return;
+  if (!call.validate)
+    checkStatusWord("compress", word,
+                    kpoolCheckCompress(call.ks, pooled.ptr(), k.ptr(),
+                                       gate.ptr(), ape.ptr(), iro.ptr(),
+                                       pro.ptr(), cache.ptr()));
   // Success: the claimed rows are written (finite), the others untouched.
   int64_t batch = cache.view.sizes[0], rowsK = k.view.sizes[0];
   int64_t Prows = pooled.view.sizes[0];
@@ -955,11 +1006,17 @@ void fuzzCompressCache(int which, Bytes &in) {
   traceCall("compress_cache config " + std::to_string(which) + " validate " +
                 std::to_string(validate),
             all);
+  uint64_t word = 0;
   KPoolError *e = kpoolCompressCache(
       ks, pooled.ptr(), keys.ptr(), scales.ptr(), k.ptr(), gate.ptr(),
-      ape.ptr(), iro.ptr(), pro.ptr(), cache.ptr(), table.ptr(), nullptr,
-      validate);
-  finish("compress_cache", e, all);
+      ape.ptr(), iro.ptr(), pro.ptr(), cache.ptr(), table.ptr(), &word,
+      nullptr, validate);
+  if (finish("compress_cache", e, all) && !validate)
+    checkStatusWord("compress_cache", word,
+                    kpoolCheckCompressCache(
+                        ks, pooled.ptr(), keys.ptr(), scales.ptr(), k.ptr(),
+                        gate.ptr(), ape.ptr(), iro.ptr(), pro.ptr(),
+                        cache.ptr(), table.ptr()));
 }
 
 /// seed_tail and ring_close share their operands.
@@ -1018,11 +1075,18 @@ void fuzzSeedTail(Call &call, Bytes &in) {
                 std::to_string(call.validate) + " num_requests " +
                 std::to_string(r.nr),
             all);
+  uint64_t word = 0;
   KPoolError *e =
       kpoolSeedTail(call.ks, r.tail.ptr(), r.k.ptr(), r.gate.ptr(), r.iro.ptr(),
-                    r.cache.ptr(), r.slots.ptr(), r.nr, nullptr, call.validate);
+                    r.cache.ptr(), r.slots.ptr(), r.nr, &word, nullptr,
+                    call.validate);
   if (!finish("seed_tail", e, all))
     return;
+  if (!call.validate)
+    checkStatusWord("seed_tail", word,
+                    kpoolCheckSeedTail(call.ks, r.tail.ptr(), r.k.ptr(),
+                                       r.gate.ptr(), r.iro.ptr(),
+                                       r.cache.ptr(), r.slots.ptr(), r.nr));
   // Success: exactly the rows the spec stores change, to a copy of one
   // request's k/gate row.
   int64_t es = elementSize(c.type), D = c.headDim;
@@ -1113,12 +1177,19 @@ void fuzzRingClose(Call &call, Bytes &in) {
                 std::to_string(call.validate) + " num_requests " +
                 std::to_string(r.nr),
             all);
+  uint64_t word = 0;
   KPoolError *e = kpoolRingClose(
       call.ks, pooled.ptr(), closed.ptr(), r.tail.ptr(), r.k.ptr(),
       r.gate.ptr(), ape.ptr(), r.iro.ptr(), r.cache.ptr(), r.slots.ptr(), r.nr,
-      nullptr, call.validate);
+      &word, nullptr, call.validate);
   if (!finish("ring_close", e, all))
     return;
+  if (!call.validate)
+    checkStatusWord("ring_close", word,
+                    kpoolCheckRingClose(call.ks, pooled.ptr(), closed.ptr(),
+                                        r.tail.ptr(), r.k.ptr(), r.gate.ptr(),
+                                        ape.ptr(), r.iro.ptr(), r.cache.ptr(),
+                                        r.slots.ptr(), r.nr));
   // Success: closed_pool exactly; zero rows where nothing closes, finite
   // rows where a pool closes.
   int64_t batch = r.cache.view.sizes[0], rowsK = r.k.view.sizes[0];

@@ -56,6 +56,9 @@ struct Engine {
   const KernelSet &kernels;
   int64_t D, K, es;
   Tensor k, g, ape, iro, cache, slots, pro, pooled, closed, closedRows, ring;
+  /// The calls' status word (device memory, zeroed once): the kernels
+  /// record bad metadata there; the engine reads it when it likes.
+  Tensor status;
   std::vector<uint32_t> lengths = std::vector<uint32_t>(B, 0);
   std::mt19937 rng;
 
@@ -66,14 +69,14 @@ struct Engine {
         g(es, {T, D}), ape(4, {K, D}), iro(4, {B + 1}), cache(4, {B}),
         slots(4, {B}), pro(4, {B + 1}), pooled(es, {T / K, D}),
         closed(4, {B}), closedRows(es, {B, D}),
-        ring(es, {MaxSlots, 2, K, D}), rng(seed) {
+        ring(es, {MaxSlots, 2, K, D}), status(8, {1}), rng(seed) {
     std::vector<float> apeValues(K * D);
     for (int64_t i = 0; i < K * D; ++i)
       apeValues[i] = 0.01f * float(i % 17) - 0.08f;
     ape.fill(0, bytesOf(apeValues));
     slots.fill(0, bytesOf(std::vector<uint32_t>{3, 0, 5, 1}));
     for (Tensor *t : {&k, &g, &ape, &iro, &cache, &slots, &pro, &pooled,
-                      &closed, &closedRows, &ring}) {
+                      &closed, &closedRows, &ring, &status}) {
       if (t != &ape && t != &slots)
         t->fill(0);
       t->upload();
@@ -86,7 +89,7 @@ struct Engine {
     std::vector<uint32_t> offsets = {0};
     for (int64_t b = 0; b < B; ++b) {
       // Prefill chunks first, then decode of 1-3 tokens, some requests idle.
-      int64_t n = s < 2 ? 5 + b : (s + b) % 4;
+      int64_t n = s < 2 ? 4 + b : (s + b) % 4; // at most T tokens in all
       offsets.push_back(offsets.back() + uint32_t(n));
     }
     std::vector<uint8_t> keys = randomElements(
@@ -105,7 +108,7 @@ struct Engine {
 
   /// The four calls of a step, enqueued on `stream`.
   void enqueue(void *stream) {
-    Stream on(stream);
+    Stream on(stream, static_cast<uint64_t *>(status.deviceView().data));
     auto must = [](Status s) {
       if (!s.ok()) {
         std::fprintf(stderr, "kpool-gpu-capture: %s\n", s.message().c_str());
@@ -241,6 +244,29 @@ int schedule(const KernelSet &kernels, int64_t steps, const std::string &bad) {
     pools += l / kernels.config().kpool;
   expect(pools > 0, std::to_string(pools) + " pools made over " +
                         std::to_string(steps) + " steps");
+  auto word = [&](Engine &e) {
+    std::vector<uint8_t> img = e.status.download(a.get());
+    uint64_t w;
+    std::memcpy(&w, img.data(), 8);
+    return w;
+  };
+  expect(word(eager) == 0 && word(replayed) == 0,
+         "the status word is 0 after " + std::to_string(steps) + " (" + std::to_string(word(eager)) + ", " + std::to_string(word(replayed)) + ")" +
+             " good steps, eager and replayed");
+  // Bad metadata written in place, as an engine's bug would: request 2's
+  // slot past the ring. The replay records it on the device; the word is
+  // read afterwards, off the step's path, and decodes to the request and
+  // field.
+  replayed.stage(steps, a.get());
+  replayed.slots.fill(0, bytesOf(std::vector<uint32_t>{3, 0, MaxSlots + 3, 1}));
+  replayed.slots.upload(a.get());
+  launchGraph(*graph, a.get());
+  uint64_t found = word(replayed);
+  Status decoded = statusWordError(found);
+  expect(found == (uint64_t(2) << 8 | 3) && !decoded.ok() &&
+             decoded.message().find("request 2: slot_idx[2]") == 0,
+         "a replay with a bad slot records it: " +
+             (decoded.ok() ? std::string("(nothing)") : decoded.message()));
   std::printf("per-step time: eager %.4f ms, replay %.4f ms (%s)\n", eagerMs,
               replayMs, deviceDescription().c_str());
   return failures ? 1 : 0;

@@ -175,6 +175,11 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << " memory; no validation happens here: the kernels' own guards keep\n"
      << "   every access inside the operands whatever the metadata says, and\n"
      << "   kpool::KernelSet (C++) validates metadata before calling them.\n"
+     << "   `status` is NULL or the call's status word (one uint64_t, "
+     << (cuda ? "device" : "host")
+     << " memory):\n   where a guard meets bad metadata the kernels "
+        "record the smallest\n   (request << 8 | finding) there "
+        "(kpool/Dialect/KPool/IR/StatusWord.h).\n"
      << (cuda ? "   `stream` is the caller's CUstream: each call only enqueues "
                 "its launches\n   there (no synchronization, allocation, "
                 "copy or module load; NULL\n   is the context's NULL stream). "
@@ -207,13 +212,23 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   for (const abi::Kernel &kernel : abi::kernels) {
     if (!built(kernel))
       continue;
+    // The status word is a uint64_t * (NULL: none), as in the C API.
+    auto isStatus = [](const abi::Operand &arg) {
+      return arg.kind == abi::Kind::U64;
+    };
     os << "static inline void " << prefix << kernel.name << "(";
     for (auto [i, arg] : llvm::enumerate(operands(kernel)))
       os << (i ? ", " : "")
-         << (arg.rank ? "const KPoolView *" : scalarType(arg)) << arg.name;
+         << (isStatus(arg) ? "uint64_t *"
+             : arg.rank    ? "const KPoolView *"
+                           : scalarType(arg))
+         << arg.name;
     os << ") {\n";
     for (const abi::Operand &arg : operands(kernel))
-      if (arg.rank)
+      if (isStatus(arg))
+        os << "  KPoolDescriptor1 d_" << arg.name << " = { " << arg.name
+           << ", " << arg.name << ", 0, {" << arg.name << " ? 1 : 0}, {1} };\n";
+      else if (arg.rank)
         os << "  KPoolDescriptor" << arg.rank << " d_" << arg.name
            << " = KPOOL_AOT_DESCRIPTOR(" << arg.rank << ", " << arg.name
            << ");\n";

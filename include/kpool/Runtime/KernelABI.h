@@ -23,22 +23,31 @@
 namespace kpool::abi {
 
 /// How a kernel uses an operand.
-/// Context is the per-call context (the caller's stream), passed by value
-/// after the op's operands and not an operand of the op.
+/// Context is the per-call context after the op's operands: the status
+/// word (a view of at most one 64-bit word, the op's `status`) and the
+/// caller's stream (by value, not an operand of the op).
 enum class Role { Output, Input, Scalar, Context };
 /// What an operand's elements (or a scalar) are; Stream is a CUstream as an
 /// opaque pointer.
-enum class Kind { Element, U32, I32, F32, Stream, CacheEntry };
+enum class Kind { Element, U32, I32, F32, Stream, CacheEntry, U64 };
 
 /// The caller's stream of a call: a CUstream (or a framework's stream
 /// handle that is one) as an opaque pointer. CPU kernels ignore it. On the
 /// CUDA target null is CUDA's NULL stream of the current context (the
 /// legacy default stream, which orders with the context's blocking
 /// streams): the call enqueues there and still never synchronizes.
+///
+/// A call's context also names, optionally, its status word: one uint64_t
+/// in the kernels' memory (device memory on the CUDA target) where the
+/// kernels record the first bad-metadata finding, stream-ordered with the
+/// call (docs/semantics.md, "The status word"; decode it with
+/// kpool::statusWordError). Null records nothing.
 struct Stream {
   void *handle = nullptr;
+  uint64_t *status = nullptr;
   constexpr Stream() = default;
-  constexpr explicit Stream(void *handle) : handle(handle) {}
+  constexpr explicit Stream(void *handle, uint64_t *status = nullptr)
+      : handle(handle), status(status) {}
 };
 /// The geometry attributes of the op.
 enum class Geometry { KPool, KPoolHeadDim };
@@ -113,6 +122,7 @@ constexpr int64_t kindSize(Kind kind, int64_t elementSize,
                            int64_t cacheEntrySize = 1) {
   return kind == Kind::Element      ? elementSize
          : kind == Kind::CacheEntry ? cacheEntrySize
+         : kind == Kind::U64        ? 8
                                     : 4;
 }
 
@@ -131,26 +141,29 @@ constexpr bool shapesMatchRanks() {
     for (int i = 0; i < k.numOperands; ++i)
       if (shapeRank(k.operands[i].shape) != k.operands[i].rank ||
           (k.operands[i].role == Role::Scalar ||
-           k.operands[i].role == Role::Context) !=
+           k.operands[i].kind == Kind::Stream) !=
               (k.operands[i].rank == 0) ||
           (k.operands[i].role == Role::Context) !=
-              (k.operands[i].kind == Kind::Stream))
+              (k.operands[i].kind == Kind::Stream ||
+               k.operands[i].kind == Kind::U64))
         return false;
   return true;
 }
 static_assert(shapesMatchRanks(),
               "KernelABI.def: an operand's shape does not have its rank, or "
-              "a context operand is not a Stream");
-/// Whether every kernel ends with its one context operand, the stream.
-constexpr bool streamLast() {
+              "a context operand is not the status word or the stream");
+/// Whether every kernel ends with its two context operands, the status
+/// word and the stream.
+constexpr bool contextLast() {
   for (const Kernel &k : kernels)
     for (int i = 0; i < k.numOperands; ++i)
-      if ((k.operands[i].role == Role::Context) != (i == k.numOperands - 1))
+      if ((k.operands[i].role == Role::Context) != (i >= k.numOperands - 2) ||
+          (k.operands[i].kind == Kind::Stream) != (i == k.numOperands - 1))
         return false;
   return true;
 }
-static_assert(streamLast(), "KernelABI.def: every kernel takes the stream as "
-                            "its last operand, and only there");
+static_assert(contextLast(), "KernelABI.def: every kernel ends with the "
+                             "status word and the stream, and only there");
 } // namespace detail
 
 /// The C interface type of an operand: a descriptor pointer, or the scalar.

@@ -86,6 +86,11 @@ struct KernelConfig {
 /// only enqueue on it.
 using Stream = abi::Stream;
 
+/// The error the status word `word` holds (see Stream::status): success
+/// for 0, otherwise the request and field the kernels found at fault, as
+/// host validation names them (the word records indices, not values).
+Status statusWordError(uint64_t word);
+
 /// Whether a call validates its operands' metadata on the host before
 /// launching (shapes are always checked; they are in the views).
 ///   Auto   the default: Check where the metadata is host memory (a CPU

@@ -12,6 +12,7 @@
 #include "kpool/Conversion/KPoolToLinalg/KPoolToLinalg.h"
 
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
+#include "kpool/Dialect/KPool/IR/StatusWord.h"
 #include "kpool/Dialect/KPool/Utils/Metadata.h"
 #include "kpool/Dialect/KPool/Utils/Pooling.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,6 +26,7 @@
 
 using namespace mlir;
 using namespace mlir::kpool;
+using ::kpool::status::Finding;
 
 namespace {
 
@@ -312,8 +314,12 @@ public:
     ifThen(tableOk, [&] {
       Value pageIdx = arith::DivUIOp::create(b, loc, poolId, pageSize);
       Value row = arith::RemUIOp::create(b, loc, poolId, pageSize);
-      ifThen(cmp(arith::CmpIPredicate::ult, pageIdx, toI64(dim(c.table, 1))),
-             [&] {
+      Value inTable =
+          cmp(arith::CmpIPredicate::ult, pageIdx, toI64(dim(c.table, 1)));
+      if (status)
+        record(bIdx, {{arith::XOrIOp::create(b, loc, inTable, i1(true)),
+                       Finding::TablePastWidth}});
+      ifThen(inTable, [&] {
         Value page = arith::ExtUIOp::create(
             b, loc, b.getI64Type(),
             memref::LoadOp::create(b, loc, c.table,
@@ -324,6 +330,13 @@ public:
                                  toI64(dim(c.scales, 0)))),
                     cmp(arith::CmpIPredicate::ult, row,
                         toI64(dim(c.scales, 1))));
+        if (status) {
+          Value bad = arith::XOrIOp::create(b, loc, ok, i1(true));
+          Value padding = cmp(arith::CmpIPredicate::eq, page, i64(UINT32_MAX));
+          record(bIdx, {{arith::AndIOp::create(b, loc, bad, padding),
+                         Finding::TablePadding},
+                        {bad, Finding::TablePageOutOfRange}});
+        }
         ifThen(ok, [&] {
           Value entry = channelView(c.keys, {toIndex(page), toIndex(row)});
           Value scale;
@@ -342,11 +355,90 @@ public:
     });
   }
 
+  /// The op's status word (a 1-D signless i64 memref), or null.
+  Value status;
+
+  /// Takes the status word of `op` (an op with `status`).
+  template <typename Adaptor> void setStatus(Adaptor adaptor) {
+    if (Value s = adaptor.getStatus())
+      status = signless(s);
+  }
+
+  /// A finding for the status word: `finding` when `cond` (i1) holds.
+  using Check = std::pair<Value, Finding>;
+
+  /// Records in the status word, for request `request` (index or i64), the
+  /// first of `checks` whose condition holds (the smallest code: the list
+  /// is in code order), with one atomic that keeps the word's smallest
+  /// nonzero code. Nothing without a status word or with an empty one.
+  void record(Value request, ArrayRef<Check> checks) {
+    if (!status || checks.empty())
+      return;
+    Value code = i64(0);
+    for (auto [cond, finding] : llvm::reverse(checks))
+      code = arith::SelectOp::create(b, loc, cond, i64(int64_t(finding)), code);
+    Value found = both(cmp(arith::CmpIPredicate::ne, code, i64(0)),
+                       cmp(arith::CmpIPredicate::sgt, dim(status, 0), idx(0)));
+    ifThen(found, [&] {
+      Value req = isa<IndexType>(request.getType()) ? toI64(request) : request;
+      Value word = arith::OrIOp::create(
+          b, loc,
+          arith::ShLIOp::create(b, loc, req,
+                                i64(::kpool::status::kFindingBits)),
+          code);
+      auto rmw = memref::GenericAtomicRMWOp::create(b, loc, status,
+                                                    ValueRange{idx(0)});
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(rmw.getBody());
+      Value old = rmw.getCurrentValue();
+      Value keep = arith::AndIOp::create(
+          b, loc, cmp(arith::CmpIPredicate::ne, old, i64(0)),
+          cmp(arith::CmpIPredicate::ult, old, word));
+      memref::AtomicYieldOp::create(
+          b, loc, arith::SelectOp::create(b, loc, keep, old, word));
+    });
+  }
+
+  /// The findings of request `bIdx`'s rows `[iro[b], iro[b+1])` against
+  /// `numRows` rows of `k` (i64; 2^32 when there is no `k`).
+  SmallVector<Check> rowChecks(Value iro, Value bIdx, Value numRows) {
+    Value start = loadU32(iro, bIdx);
+    Value end = loadU32(iro, arith::AddIOp::create(b, loc, bIdx, idx(1)));
+    Value reversed = cmp(arith::CmpIPredicate::ugt, start, end);
+    return {{reversed, Finding::RowsReversed},
+            {cmp(arith::CmpIPredicate::ugt, end, numRows), Finding::RowsPastK}};
+  }
+
+  /// Records the num_requests finding (request 0) when `numRequests` (the
+  /// op's i32) is outside `[0, batch]`.
+  void recordNumRequests(Value numRequests, Value batch) {
+    if (!status)
+      return;
+    Value n = arith::ExtSIOp::create(b, loc, b.getI64Type(), numRequests);
+    Value outside = arith::OrIOp::create(
+        b, loc, cmp(arith::CmpIPredicate::slt, n, i64(0)),
+        cmp(arith::CmpIPredicate::sgt, n, toI64(batch)));
+    record(i64(0), {{outside, Finding::NumRequests}});
+  }
+
+  /// A parallel loop bound `ub` (index), at least 1 with a status word: the
+  /// call-level findings are recorded by iteration 0 even when there is
+  /// nothing else to do.
+  Value withStatusIteration(Value ub) {
+    if (!status)
+      return ub;
+    return arith::MaxSIOp::create(b, loc, ub, idx(1));
+  }
+
   Value zeroRow(Value outRow) {
     Type elt = cast<MemRefType>(outRow.getType()).getElementType();
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
     linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{outRow});
     return outRow;
+  }
+
+  Value i1(bool v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI1Type(), v);
   }
 
   /// A 1-D operand whose length is the batch size plus `delta` (as in the
@@ -374,6 +466,8 @@ public:
   struct RingBatch {
     Value numRows;     ///< rows of `k` and `gate` (i64)
     Value numRequests; ///< `num_requests` clamped to the batch (index)
+    Value requested;   ///< `num_requests` as the op has it (i32)
+    Value batch;       ///< the batch the metadata supports (index)
     Value numSlots;    ///< slots of the ring (i64)
     Value window;      ///< the ring window R (i64)
   };
@@ -384,9 +478,30 @@ public:
     r.numRows = tokenRows(k, gate);
     Value batch = batchSize({{cache, 0}, {iro, 1}, {slots, 0}});
     r.numRequests = clampNumRequests(numRequests, batch);
+    r.requested = numRequests;
+    r.batch = batch;
     r.numSlots = toI64(dim(tail, 0));
     r.window = ringWindow(tail);
     return r;
+  }
+
+  /// Records the findings of ring request `bIdx` (index): its rows and
+  /// its slot when it is below the clamped `num_requests`, and
+  /// (iteration 0) num_requests itself. `iro` and `slots` are ring_close's
+  /// and seed_tail's metadata.
+  void recordRingRequest(const RingBatch &batch, Value bIdx, Value iro,
+                         Value slots) {
+    if (!status)
+      return;
+    ifThen(cmp(arith::CmpIPredicate::eq, bIdx, idx(0)),
+           [&] { recordNumRequests(batch.requested, batch.batch); });
+    ifThen(cmp(arith::CmpIPredicate::ult, bIdx, batch.numRequests), [&] {
+      SmallVector<Check> checks = rowChecks(iro, bIdx, batch.numRows);
+      checks.push_back({cmp(arith::CmpIPredicate::uge, loadU32(slots, bIdx),
+                            batch.numSlots),
+                        Finding::SlotOutOfRange});
+      record(bIdx, checks);
+    });
   }
 
   /// The rows of `k` and `gate` both have (i64).
@@ -449,6 +564,7 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
     Value pro = e.signless(adaptor.getPoolRowOffsets());
     Value cache = e.signless(adaptor.getCacheLengths());
     e.setCacheDest(op, adaptor);
+    e.setStatus(adaptor);
     Value shapesOk = e.both(e.extentsMatch({{k, 1, D},
                                             {gate, 1, D},
                                             {ape, 0, e.kpool},
@@ -469,18 +585,48 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
     Location loc = e.loc;
     Value numRows = e.tokenRows(k, gate);
     Value batch = e.batchSize({{cache, 0}, {iro, 1}, {pro, 1}});
-    e.parallelFor(e.dim(pooled, 0), [&](Value r) {
-      Value row = e.toI64(r);
-      // The request that claims the row (the contract's per-request guard):
-      // valid metadata finds it by binary search.
-      Value owner = e.findClaimant(pro, iro, cache, batch, row, numRows);
-      e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
-        Value bIdx = e.toIndex(owner);
-        Value next = arith::AddIOp::create(b, loc, bIdx, e.idx(1));
-        lowerRow(e, k, gate, ape, pooled, iro, cache, numRows, bIdx, row,
-                 e.loadU32(pro, bIdx), e.loadU32(pro, next));
+    Value rows = e.dim(pooled, 0);
+    // With a status word, iteration b also checks request b's metadata.
+    Value iterations =
+        e.status ? arith::MaxSIOp::create(b, loc, rows, batch).getResult()
+                 : rows;
+    e.parallelFor(iterations, [&](Value r) {
+      e.ifThen(e.status ? e.cmp(arith::CmpIPredicate::ult, r, rows) : Value(),
+               [&] {
+        Value row = e.toI64(r);
+        // The request that claims the row (the contract's per-request
+        // guard): valid metadata finds it by binary search.
+        Value owner = e.findClaimant(pro, iro, cache, batch, row, numRows);
+        e.ifThen(e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)), [&] {
+          Value bIdx = e.toIndex(owner);
+          Value next = arith::AddIOp::create(b, loc, bIdx, e.idx(1));
+          lowerRow(e, k, gate, ape, pooled, iro, cache, numRows, bIdx, row,
+                   e.loadU32(pro, bIdx), e.loadU32(pro, next));
+        });
       });
+      if (e.status)
+        e.ifThen(e.cmp(arith::CmpIPredicate::ult, r, batch),
+                 [&] { recordRequest(e, iro, pro, cache, numRows, rows, r); });
     });
+  }
+
+  /// Records the findings of request `bIdx` (index): its rows against the
+  /// `numRows` of `k`, its output range against its pools and against the
+  /// `rows` (index) of `pooled`.
+  static void recordRequest(Emitter &e, Value iro, Value pro, Value cache,
+                            Value numRows, Value rows, Value bIdx) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    SmallVector<Emitter::Check> checks = e.rowChecks(iro, bIdx, numRows);
+    auto range = e.poolRange(e.loadRequest(iro, cache, bIdx, numRows));
+    Value lo = e.loadU32(pro, bIdx);
+    Value hi = e.loadU32(pro, arith::AddIOp::create(b, loc, bIdx, e.idx(1)));
+    Value got = arith::SubIOp::create(b, loc, hi, lo);
+    checks.push_back({e.cmp(arith::CmpIPredicate::ne, got, range.count),
+                      Finding::PoolRangeMismatch});
+    checks.push_back({e.cmp(arith::CmpIPredicate::ugt, hi, e.toI64(rows)),
+                      Finding::PoolRowsPastOutput});
+    e.record(bIdx, checks);
   }
 
   /// Row `row` (i64) of `pooled` for request `bIdx` (index), whose output
@@ -577,6 +723,7 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
   void lower(RingCloseOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     Emitter e = emitterFor(op, b, op.getHeadDim());
     e.setCacheDest(op, adaptor);
+    e.setStatus(adaptor);
     Operands o = operandsOf(e, adaptor, adaptor.getPooled());
     Value shapesOk = e.both(shapesMatch(e, o), e.cacheExtentsMatch());
     Value numRequests = adaptor.getNumRequests();
@@ -603,8 +750,10 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
     Emitter::RingBatch batch =
         e.ringBatch(o.k, o.gate, o.iro, o.cache, o.slots, o.tail, numRequests);
     Value rowsP = e.dim(o.pooled, 0), rowsC = e.dim(o.closed, 0);
-    Value rows = arith::MaxSIOp::create(b, e.loc, rowsP, rowsC);
+    Value rows = e.withStatusIteration(
+        arith::MaxSIOp::create(b, e.loc, rowsP, rowsC));
     e.parallelFor(rows, [&](Value bIdx) {
+      e.recordRingRequest(batch, bIdx, o.iro, o.slots);
       lowerRow(e, o, batch, bIdx, rowsP, rowsC);
     });
   }
@@ -758,6 +907,7 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
     Value iro = e.signless(adaptor.getInputRowOffsets());
     Value cache = e.signless(adaptor.getCacheLengths());
     Value slots = e.signless(adaptor.getSlotIdx());
+    e.setStatus(adaptor);
     Value shapesOk = e.ringShapesMatch(
         {{k, 1, D}, {gate, 1, D}, {tail, 1, 2}, {tail, 3, D}}, tail);
     Value numRequests = adaptor.getNumRequests();
@@ -766,8 +916,16 @@ struct SeedTailLowering : public KPoolLowering<SeedTailOp> {
         Value tail = v[0], k = v[1], gate = v[2];
         Emitter::RingBatch batch =
             e.ringBatch(k, gate, iro, cache, slots, tail, numRequests);
-        e.parallelFor(batch.numRequests, [&](Value bIdx) {
-          lowerRequest(e, tail, k, gate, iro, cache, slots, batch, bIdx);
+        e.parallelFor(e.withStatusIteration(batch.numRequests),
+                      [&](Value bIdx) {
+          e.recordRingRequest(batch, bIdx, iro, slots);
+          e.ifThen(e.status ? e.cmp(arith::CmpIPredicate::ult, bIdx,
+                                    batch.numRequests)
+                            : Value(),
+                   [&] {
+                     lowerRequest(e, tail, k, gate, iro, cache, slots, batch,
+                                  bIdx);
+                   });
         });
       });
     });
@@ -822,6 +980,7 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
     Value iro = e.signless(adaptor.getInputRowOffsets());
     Value cache = e.signless(adaptor.getCacheLengths());
     Value out = e.signless(adaptor.getPoolRowOffsets());
+    e.setStatus(adaptor);
     Value batch = e.batchSize({{cache, 0}, {iro, 1}});
     Value length = e.dim(out, 0);
     // A sequential scan, wrapped in a one-iteration parallel loop so that GPU
@@ -855,6 +1014,7 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
         Value bIdx = loop.getInductionVar();
         Value acc = loop.getRegionIterArg(0);
         store(acc, bIdx);
+        e.record(bIdx, e.rowChecks(iro, bIdx, noRowLimit));
         auto range = e.poolRange(e.loadRequest(iro, cache, bIdx, noRowLimit));
         Value next = arith::AddIOp::create(rewriter, loc, acc, range.count);
         scf::YieldOp::create(rewriter, loc, next);
@@ -894,6 +1054,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
     e.setCacheDest(op, adaptor);
+    e.setStatus(adaptor);
     RingCloseLowering::Operands o =
         RingCloseLowering::operandsOf(e, adaptor, adaptor.getClosed());
     Value pro = e.signless(adaptor.getPoolRowOffsets());
@@ -988,13 +1149,21 @@ struct StepLowering : public KPoolLowering<StepOp> {
                   SeedTailLowering::lowerRequest(e, o.tail, o.k, o.gate, o.iro,
                                                  o.cache, o.slots, batch, i);
                 });
+            e.recordRingRequest(batch, i, o.iro, o.slots);
             if (!scan)
             e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, offsets), [&] {
               Value end = e.minIndex({i, offsetsBatch});
               Value acc = poolsBefore(e, o.iro, o.cache, end);
               Value v = arith::TruncIOp::create(b, loc, b.getI32Type(), acc);
               memref::StoreOp::create(b, loc, v, pro, ValueRange{i});
+              recordPooledRequest(e, o, pooled, offsetsBatch, batch.numRows,
+                                  i, acc);
             });
+            if (scan && e.status)
+              e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, offsets), [&] {
+                recordPooledRequest(e, o, pooled, offsetsBatch, batch.numRows,
+                                    i, e.loadU32(pro, i));
+              });
           },
           [&] {
             Value r = arith::SubIOp::create(b, loc, i, batchRows);
@@ -1018,6 +1187,28 @@ struct StepLowering : public KPoolLowering<StepOp> {
               });
             });
           });
+    });
+  }
+
+  /// Records the findings of the compress part for request `bIdx` (index,
+  /// below `offsetsBatch` for there to be one) whose pools start at row
+  /// `start` (i64): its rows against `numRows`, and its pools against the
+  /// capacity of `pooled`.
+  static void recordPooledRequest(Emitter &e,
+                                  const RingCloseLowering::Operands &o,
+                                  Value pooled, Value offsetsBatch,
+                                  Value numRows, Value bIdx, Value start) {
+    if (!e.status)
+      return;
+    e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, offsetsBatch), [&] {
+      SmallVector<Emitter::Check> checks = e.rowChecks(o.iro, bIdx, numRows);
+      Value noRowLimit = e.i64(int64_t(1) << 32);
+      auto range = e.poolRange(e.loadRequest(o.iro, o.cache, bIdx, noRowLimit));
+      Value end = arith::AddIOp::create(e.b, e.loc, start, range.count);
+      checks.push_back({e.cmp(arith::CmpIPredicate::ugt, end,
+                              e.toI64(e.dim(pooled, 0))),
+                        Finding::PooledCapacity});
+      e.record(bIdx, checks);
     });
   }
 

@@ -242,7 +242,7 @@ func.func @step_fp8_without_scales(%tail: memref<?x2x4x8xbf16>, %k: memref<?x8xb
 func.func @table_without_keys(%k: memref<?x8xf32>, %ape: memref<4x8xf32>,
     %m: memref<?xui32>, %bt: memref<?x?xi32>, %p: memref<?x8xf32>) {
   // expected-error @+1 {{'kpool.compress' op expected 'cache_keys' with a 'block_table' (the pool-cache destination)}}
-  "kpool.compress"(%k, %k, %ape, %m, %m, %m, %bt, %p) <{head_dim = 8 : i64, kpool = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0>}> : (memref<?x8xf32>, memref<?x8xf32>, memref<4x8xf32>, memref<?xui32>, memref<?xui32>, memref<?xui32>, memref<?x?xi32>, memref<?x8xf32>) -> ()
+  "kpool.compress"(%k, %k, %ape, %m, %m, %m, %bt, %p) <{head_dim = 8 : i64, kpool = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0>}> : (memref<?x8xf32>, memref<?x8xf32>, memref<4x8xf32>, memref<?xui32>, memref<?xui32>, memref<?xui32>, memref<?x?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -251,6 +251,6 @@ func.func @table_without_keys(%k: memref<?x8xf32>, %ape: memref<4x8xf32>,
 func.func @keys_without_table(%k: memref<?x8xf32>, %ape: memref<4x8xf32>,
     %m: memref<?xui32>, %p: memref<?x8xf32>, %ck: memref<?x4x8xf32>) {
   // expected-error @+1 {{'kpool.compress' op expected a 'block_table' with 'cache_keys' (the pool-cache destination is block_table, cache_keys and, for FP8, cache_scales)}}
-  "kpool.compress"(%k, %k, %ape, %m, %m, %m, %p, %ck) <{head_dim = 8 : i64, kpool = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 1, 0>}> : (memref<?x8xf32>, memref<?x8xf32>, memref<4x8xf32>, memref<?xui32>, memref<?xui32>, memref<?xui32>, memref<?x8xf32>, memref<?x4x8xf32>) -> ()
+  "kpool.compress"(%k, %k, %ape, %m, %m, %m, %p, %ck) <{head_dim = 8 : i64, kpool = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0>}> : (memref<?x8xf32>, memref<?x8xf32>, memref<4x8xf32>, memref<?xui32>, memref<?xui32>, memref<?xui32>, memref<?x8xf32>, memref<?x4x8xf32>) -> ()
   return
 }

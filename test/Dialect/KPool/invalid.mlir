@@ -1758,7 +1758,7 @@ func.func @ring_close_num_requests_index(%tail: memref<?x2x4x8xbf16>, %k: memref
   // expected-error @+1 {{'kpool.ring_close' op operand #7 must be 32-bit signless integer, but got 'index'}}
   "kpool.ring_close"(%tail, %k, %gate, %ape, %iro, %cache, %slots, %n, %pooled, %closed)
       <{head_dim = 8 : i64, kpool = 4 : i64,
-        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0>}>
+        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0, 0>}>
       : (memref<?x2x4x8xbf16>, memref<?x8xbf16>, memref<?x8xbf16>, memref<4x8xf32>,
          memref<?xui32>, memref<?xui32>, memref<?xui32>, index, memref<?x8xbf16>,
          memref<?xi32>) -> ()
@@ -1775,7 +1775,7 @@ func.func @compress_memref_result(%k: memref<?x8xbf16>, %gate: memref<?x8xbf16>,
   // expected-error @+1 {{'kpool.compress' op result #0 must be variadic of ranked tensor of any type values, but got 'memref<?x8xbf16>'}}
   %r = "kpool.compress"(%k, %gate, %ape, %iro, %pro, %cache, %pooled)
       <{head_dim = 8 : i64, kpool = 4 : i64,
-        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
+        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0>}>
       : (memref<?x8xbf16>, memref<?x8xbf16>, memref<4x8xf32>, memref<?xui32>,
          memref<?xui32>, memref<?xui32>, memref<?x8xbf16>) -> memref<?x8xbf16>
   return
@@ -1847,5 +1847,50 @@ func.func @ring_close_batch_from_closed_pool(%tail: tensor<?x2x4x128xbf16>,
       num_requests(%n)
       outs(%pooled, %closed : tensor<5x128xbf16>, tensor<2xi32>)
       -> tensor<5x128xbf16>, tensor<2xi32>
+  return
+}
+
+// -----
+
+// The status word: 1-D, 64-bit, of the op's form.
+func.func @status_rank(%iro: memref<?xui32>, %cache: memref<?xui32>,
+    %pro: memref<?xui32>, %st: memref<1x1xi64>) {
+  // expected-error @+1 {{expected 'status' to have rank 1 (the status word), got rank 2}}
+  kpool.pool_offsets kpool(4) ins(%iro, %cache : memref<?xui32>, memref<?xui32>)
+      outs(%pro : memref<?xui32>) status(%st : memref<1x1xi64>)
+  return
+}
+
+// -----
+
+func.func @status_element(%iro: memref<?xui32>, %cache: memref<?xui32>,
+    %pro: memref<?xui32>, %st: memref<?xi32>) {
+  // expected-error @+1 {{expected 'status' element type to be i64 or ui64, got 'i32'}}
+  kpool.pool_offsets kpool(4) ins(%iro, %cache : memref<?xui32>, memref<?xui32>)
+      outs(%pro : memref<?xui32>) status(%st : memref<?xi32>)
+  return
+}
+
+// -----
+
+func.func @status_form(%k: tensor<?x8xf32>, %ape: tensor<4x8xf32>,
+    %m: tensor<?xui32>, %p: tensor<?x8xf32>, %st: memref<1xi64>) {
+  // expected-error @+1 {{expected all shaped operands to be tensors like 'k', got 'status' of type 'memref<1xi64>'}}
+  %r = kpool.compress kpool(4) head_dim(8)
+      ins(%k, %k, %ape, %m, %m, %m : tensor<?x8xf32>, tensor<?x8xf32>,
+          tensor<4x8xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      outs(%p : tensor<?x8xf32>) status(%st : memref<1xi64>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @status_result(%k: tensor<?x8xf32>, %ape: tensor<4x8xf32>,
+    %m: tensor<?xui32>, %p: tensor<?x8xf32>, %st: tensor<1xi64>) {
+  // expected-error @+1 {{expected 2 result(s) in tensor form (one per 'outs' operand on tensors, none on memrefs), got 1}}
+  %r = kpool.compress kpool(4) head_dim(8)
+      ins(%k, %k, %ape, %m, %m, %m : tensor<?x8xf32>, tensor<?x8xf32>,
+          tensor<4x8xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
+      outs(%p : tensor<?x8xf32>) status(%st : tensor<1xi64>) -> tensor<?x8xf32>
   return
 }

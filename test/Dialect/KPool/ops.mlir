@@ -18,7 +18,7 @@
 //  CHECK-SAME:     outs(%[[INIT]] : tensor<?x128xbf16>) -> tensor<?x128xbf16>
 //       CHECK:   return %[[R]]
 // GENERIC-LABEL: sym_name = "compress_tensor_dynamic"
-//       GENERIC: "kpool.compress"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{head_dim = 128 : i64, kpool = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
+//       GENERIC: "kpool.compress"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{head_dim = 128 : i64, kpool = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0>}>
 //  GENERIC-SAME:   : (tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<4x128xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>, tensor<?x128xbf16>) -> tensor<?x128xbf16>
 func.func @compress_tensor_dynamic(%k: tensor<?x128xbf16>, %gate: tensor<?x128xbf16>,
     %ape: tensor<4x128xf32>, %iro: tensor<?xui32>, %pro: tensor<?xui32>,
@@ -37,7 +37,7 @@ func.func @compress_tensor_dynamic(%k: tensor<?x128xbf16>, %gate: tensor<?x128xb
 //  CHECK-SAME:     : tensor<12x8xf32>, tensor<12x8xf32>, tensor<3x8xf32>, tensor<3xi32>, tensor<3xi32>, tensor<2xi32>)
 //  CHECK-SAME:     outs(%{{.*}} : tensor<4x8xf32>) -> tensor<4x8xf32>
 // GENERIC-LABEL: sym_name = "compress_tensor_static_i32"
-//       GENERIC: "kpool.compress"{{.*}} <{head_dim = 8 : i64, kpool = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
+//       GENERIC: "kpool.compress"{{.*}} <{head_dim = 8 : i64, kpool = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0>}>
 func.func @compress_tensor_static_i32(%k: tensor<12x8xf32>, %gate: tensor<12x8xf32>,
     %ape: tensor<3x8xf32>, %iro: tensor<3xi32>, %pro: tensor<3xi32>,
     %cache: tensor<2xi32>, %init: tensor<4x8xf32>) -> tensor<4x8xf32> {
@@ -58,7 +58,7 @@ func.func @compress_tensor_static_i32(%k: tensor<12x8xf32>, %gate: tensor<12x8xf
 //  CHECK-SAME:     outs(%[[OUT]] : memref<?x64xf16, strided<[?, 1], offset: ?>>){{$}}
 //  CHECK-NEXT:   return
 // GENERIC-LABEL: sym_name = "compress_memref_strided_kpool1"
-//       GENERIC: "kpool.compress"{{.*}} <{head_dim = 64 : i64, kpool = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
+//       GENERIC: "kpool.compress"{{.*}} <{head_dim = 64 : i64, kpool = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0>}>
 //  GENERIC-SAME:   -> (){{$}}
 func.func @compress_memref_strided_kpool1(
     %k: memref<?x64xf16, strided<[256, 1]>>,
@@ -188,7 +188,7 @@ func.func @seed_tail_memref_kpool1_dynamic_strides(
 //  CHECK-SAME:     outs(%[[PI]], %[[CI]] : tensor<?x128xbf16>, tensor<?xi32>) -> tensor<?x128xbf16>, tensor<?xi32>
 //       CHECK:   return %[[R]]#0, %[[R]]#1
 // GENERIC-LABEL: sym_name = "ring_close_tensor_dynamic"
-//       GENERIC: "kpool.ring_close"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{head_dim = 128 : i64, kpool = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0>}>
+//       GENERIC: "kpool.ring_close"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{head_dim = 128 : i64, kpool = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0, 0>}>
 //  GENERIC-SAME:   : (tensor<?x2x4x128xbf16>, tensor<?x128xbf16>, tensor<?x128xbf16>, tensor<4x128xf32>, tensor<?xui32>, tensor<?xui32>, tensor<?xui32>, i32, tensor<?x128xbf16>, tensor<?xi32>) -> (tensor<?x128xbf16>, tensor<?xi32>)
 func.func @ring_close_tensor_dynamic(%tail: tensor<?x2x4x128xbf16>,
     %k: tensor<?x128xbf16>, %gate: tensor<?x128xbf16>, %ape: tensor<4x128xf32>,

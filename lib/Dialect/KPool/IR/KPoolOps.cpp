@@ -12,6 +12,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -400,6 +401,31 @@ public:
     return success();
   }
 
+  /// The optional status word: a 1-D buffer of 64-bit integers (any
+  /// length; the kernels use element 0, and an empty one disables it).
+  LogicalResult checkStatus(Value status) {
+    if (!status)
+      return success();
+    ShapedType st = type(status);
+    if (st.getRank() != 1)
+      return op->emitOpError()
+             << "expected 'status' to have rank 1 (the status word), got rank "
+             << st.getRank();
+    if (!st.getElementType().isInteger(64) ||
+        st.getElementType().isSignedInteger())
+      return op->emitOpError()
+             << "expected 'status' element type to be i64 or ui64, got "
+             << st.getElementType();
+    return success();
+  }
+
+  /// Appends the status word, when present, to `operands`.
+  static void addStatusOperand(
+      SmallVectorImpl<std::pair<Value, StringRef>> &operands, Value status) {
+    if (status)
+      operands.push_back({status, "status"});
+  }
+
   /// Appends the pool-cache operands that are present to `operands`.
   static void addCacheOperands(
       SmallVectorImpl<std::pair<Value, StringRef>> &operands, Value blockTable,
@@ -437,6 +463,20 @@ void getDpsEffects(
   }
 }
 
+/// Whether `operand` is `op`'s status word.
+bool isStatusOperand(Operation *op, OpOperand &operand) {
+  auto is = [&](MutableOperandRange range) {
+    for (OpOperand &o : range)
+      if (&o == &operand)
+        return true;
+    return false;
+  };
+  return TypeSwitch<Operation *, bool>(op)
+      .Case<CompressOp, SeedTailOp, RingCloseOp, PoolOffsetsOp, StepOp>(
+          [&](auto op) { return is(op.getStatusMutable()); })
+      .Default([](Operation *) { return false; });
+}
+
 /// Whether `init` is one of `op`'s pool-cache operands.
 template <typename OpTy> bool isCacheInit(OpTy op, OpOperand &init) {
   for (MutableOperandRange range :
@@ -450,6 +490,9 @@ template <typename OpTy> bool isCacheInit(OpTy op, OpOperand &init) {
 } // namespace
 
 bool mlir::kpool::readsInit(Operation *op, OpOperand &init) {
+  // The status word keeps its smallest finding: its old value is read.
+  if (isStatusOperand(op, init))
+    return true;
   if (auto close = dyn_cast<RingCloseOp>(op))
     return isCacheInit(close, init);
   if (auto step = dyn_cast<StepOp>(op))
@@ -475,8 +518,10 @@ LogicalResult CompressOp::verify() {
       {getPooled(), "pooled"}};
   OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
                                    getCacheScales());
+  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkGeometry(kpool, headDim)) ||
       failed(c.checkForm(operands, *this)) ||
+      failed(c.checkStatus(getStatus())) ||
       failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
       failed(c.checkApe(getApe(), kpool, headDim)) ||
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
@@ -507,14 +552,17 @@ void CompressOp::getEffects(
 LogicalResult SeedTailOp::verify() {
   OperandChecker c(*this);
   int64_t kpool = getKpool(), headDim = getHeadDim();
+  SmallVector<std::pair<Value, StringRef>> operands = {
+      {getK(), "k"},
+      {getGate(), "gate"},
+      {getInputRowOffsets(), "input_row_offsets"},
+      {getCacheLengths(), "cache_lengths"},
+      {getSlotIdx(), "slot_idx"},
+      {getTail(), "tail"}};
+  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm({{getK(), "k"},
-                          {getGate(), "gate"},
-                          {getInputRowOffsets(), "input_row_offsets"},
-                          {getCacheLengths(), "cache_lengths"},
-                          {getSlotIdx(), "slot_idx"},
-                          {getTail(), "tail"}},
-                         *this)))
+      failed(c.checkForm(operands, *this)) ||
+      failed(c.checkStatus(getStatus())))
     return failure();
   return c.checkRingRequests(getK(), getGate(), getTail(),
                              getInputRowOffsets(), getCacheLengths(),
@@ -546,8 +594,10 @@ LogicalResult RingCloseOp::verify() {
       {getClosedPool(), "closed_pool"}};
   OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
                                    getCacheScales());
+  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm(operands, *this)))
+      failed(c.checkForm(operands, *this)) ||
+      failed(c.checkStatus(getStatus())))
     return failure();
   FailureOr<int64_t> batch = c.checkRingCloseInputs(
       getK(), getGate(), getTail(), getApe(), getInputRowOffsets(),
@@ -572,11 +622,14 @@ void RingCloseOp::getEffects(
 
 LogicalResult PoolOffsetsOp::verify() {
   OperandChecker c(*this);
+  SmallVector<std::pair<Value, StringRef>> operands = {
+      {getInputRowOffsets(), "input_row_offsets"},
+      {getCacheLengths(), "cache_lengths"},
+      {getPoolRowOffsets(), "pool_row_offsets"}};
+  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkKPool(getKpool())) ||
-      failed(c.checkForm({{getInputRowOffsets(), "input_row_offsets"},
-                          {getCacheLengths(), "cache_lengths"},
-                          {getPoolRowOffsets(), "pool_row_offsets"}},
-                         *this)) ||
+      failed(c.checkForm(operands, *this)) ||
+      failed(c.checkStatus(getStatus())) ||
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
       failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
       failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
@@ -614,8 +667,10 @@ LogicalResult StepOp::verify() {
       {getTail(), "tail"}};
   OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
                                    getCacheScales());
+  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm(operands, *this)))
+      failed(c.checkForm(operands, *this)) ||
+      failed(c.checkStatus(getStatus())))
     return failure();
   if (failed(c.checkRingCloseInputs(getK(), getGate(), getTail(), getApe(),
                                     getInputRowOffsets(), getCacheLengths(),

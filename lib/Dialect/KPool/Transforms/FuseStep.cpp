@@ -118,6 +118,14 @@ FailureOr<Step> matchStep(SeedTailOp seedTail) {
   }
   if (!step.compress)
     return failure();
+  // One status word for the step: on buffers the four ops share it (or
+  // none has one); the tensor form of a status word threads it from op to
+  // op, which the step does not rewire, so those stay unfused.
+  Value status = seedTail.getStatus();
+  for (Value other : {step.ringClose.getStatus(), step.poolOffsets.getStatus(),
+                      step.compress.getStatus()})
+    if (other != status || (tensors && other))
+      return failure();
   return step;
 }
 
@@ -192,7 +200,8 @@ struct KPoolFuseStepPass
         rc.getInputRowOffsets(), rc.getCacheLengths(), rc.getSlotIdx(),
         rc.getNumRequests(), rc.getBlockTable(), rc.getPooled(),
         rc.getClosedPool(), s.poolOffsets.getPoolRowOffsets(), cp.getPooled(),
-        s.seedTail.getTail(), keys, scales, rc.getRotateAttr(),
+        s.seedTail.getTail(), keys, scales, s.seedTail.getStatus(),
+        rc.getRotateAttr(),
         rc.getScaleAttr());
     if (tensors) {
       // ring_close's cache results fed only compress, which goes too.

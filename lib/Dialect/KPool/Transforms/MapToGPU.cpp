@@ -769,9 +769,11 @@ public:
         return WalkResult::skip();
       });
       for (Operation *op : writers) {
-        if (op->getNumResults() != 0)
+        // An atomic whose old value nobody reads (the status word's) runs
+        // on one lane like a store.
+        if (!op->use_empty())
           return op->emitOpError(
-              "writes memory and has results; cannot run it on one lane");
+              "writes memory and has used results; cannot run it on one lane");
         rewriter.setInsertionPoint(op);
         auto first = scf::IfOp::create(
             rewriter, op->getLoc(),

@@ -81,6 +81,28 @@ defvar KPool_CacheDescription = [{
     docs/semantics.md, "The pool cache".
 }];
 
+/// The optional device status word of every op: a 1-D i64/ui64 operand
+/// (the last of the `outs`) where the kernels record the first
+/// bad-metadata finding (kpool/Dialect/KPool/IR/StatusWord.h).
+defvar KPool_StatusArg = (ins Optional<KPool_TensorOrMemRef>:$status);
+
+/// Assembly of the status word, last before the attributes.
+defvar KPool_StatusAssembly = [{
+    (`status` `(` $status^ `:` type($status) `)`)?
+}];
+
+/// What every op documents about the status word.
+defvar KPool_StatusDescription = [{
+
+    **Status word.** With `status(%s)` (a 1-D i64 or ui64 buffer; an empty
+    one disables it) the op also records, where one of its guards finds bad
+    metadata, the code `(b << 8) | finding` of request `b` in `%s[0]`, with
+    an atomic that keeps the smallest nonzero code (0 means nothing was
+    found; the word is only ever lowered). The findings, the fields they
+    name and their order are in docs/semantics.md, "The status word". The
+    guards themselves act as without a status word.
+}];
+
 //===----------------------------------------------------------------------===//
 // compress
 //===----------------------------------------------------------------------===//
@@ -116,7 +138,7 @@ def KPool_CompressOp : KPool_Op<"compress", [AttrSizedOperandSegments]> {
               tensor<?xui32>, tensor<?xui32>, tensor<?xui32>)
         outs(%init : tensor<?x128xbf16>) -> tensor<?x128xbf16>
     ```
-  }], KPool_CacheDescription, [{
+  }], KPool_CacheDescription, KPool_StatusDescription, [{
   }]);
   let arguments = !con(KPool_GeometryArgs, (ins
       KPool_TensorOrMemRef:$k,
@@ -128,7 +150,8 @@ def KPool_CompressOp : KPool_Op<"compress", [AttrSizedOperandSegments]> {
       Optional<KPool_TensorOrMemRef>:$block_table,
       KPool_TensorOrMemRef:$pooled,
       Optional<KPool_TensorOrMemRef>:$cache_keys,
-      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_CacheFormatArgs);
+      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_StatusArg,
+      KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
     `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
@@ -138,14 +161,14 @@ def KPool_CompressOp : KPool_Op<"compress", [AttrSizedOperandSegments]> {
               type($input_row_offsets) `,` type($pool_row_offsets) `,`
               type($cache_lengths) `)`
     `outs` `(` $pooled `:` type($pooled) `)`
-  }], KPool_CacheAssembly, [{
+  }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
   // The form without a pool cache.
   let builders = [
     OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::IntegerAttr":$kpool,
                    "::mlir::IntegerAttr":$head_dim, "::mlir::Value":$k, "::mlir::Value":$gate, "::mlir::Value":$ape, "::mlir::Value":$input_row_offsets, "::mlir::Value":$pool_row_offsets, "::mlir::Value":$cache_lengths, "::mlir::Value":$pooled), [{
-      build($_builder, $_state, results, kpool, head_dim, k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths, /*block_table=*/::mlir::Value(), pooled, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
+      build($_builder, $_state, results, kpool, head_dim, k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths, /*block_table=*/::mlir::Value(), pooled, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*status=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
     }]>
   ];
   let extraClassDeclaration = [{
@@ -164,7 +187,7 @@ def KPool_CompressOp : KPool_Op<"compress", [AttrSizedOperandSegments]> {
 
 def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
   let summary = "stashes the trailing members of each open pool in the tail ring";
-  let description = [{
+  let description = !strconcat([{
     The ring holds each request's last `R` positions, `R >= kpool` being the
     ring window (the tail's third extent, static or dynamic; `R = kpool` in
     plain serving, `R = kpool + drafts - 1` or more for speculative
@@ -198,7 +221,7 @@ def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
         num_requests(%n)
         outs(%tail : tensor<?x2x4x128xbf16>) -> tensor<?x2x4x128xbf16>
     ```
-  }];
+  }], KPool_StatusDescription);
   let arguments = !con(KPool_GeometryArgs, (ins
       KPool_TensorOrMemRef:$k,
       KPool_TensorOrMemRef:$gate,
@@ -206,9 +229,9 @@ def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
       KPool_TensorOrMemRef:$cache_lengths,
       KPool_TensorOrMemRef:$slot_idx,
       I32:$num_requests,
-      KPool_TensorOrMemRef:$tail));
+      KPool_TensorOrMemRef:$tail), KPool_StatusArg);
   let results = (outs Variadic<AnyRankedTensor>:$result);
-  let assemblyFormat = [{
+  let assemblyFormat = !strconcat([{
     `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
     `ins` `(` $k `,` $gate `,` $input_row_offsets `,` $cache_lengths `,`
               $slot_idx
@@ -216,11 +239,22 @@ def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
               type($cache_lengths) `,` type($slot_idx) `)`
     `num_requests` `(` $num_requests `)`
     `outs` `(` $tail `:` type($tail) `)`
+  }], KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
-  }];
+  }]);
+  // The form without a status word.
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::IntegerAttr":$kpool,
+                   "::mlir::IntegerAttr":$head_dim, "::mlir::Value":$k, "::mlir::Value":$gate, "::mlir::Value":$input_row_offsets, "::mlir::Value":$cache_lengths, "::mlir::Value":$slot_idx, "::mlir::Value":$num_requests, "::mlir::Value":$tail), [{
+      build($_builder, $_state, results, kpool, head_dim, k, gate, input_row_offsets, cache_lengths, slot_idx, num_requests, tail, /*status=*/::mlir::Value());
+    }]>
+  ];
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
-      return getTailMutable();
+      unsigned first = getTailMutable().getOperandNumber();
+      return ::mlir::MutableOperandRange(getOperation(), first,
+                                         getOperation()->getNumOperands() -
+                                             first);
     }
   }];
 }
@@ -267,7 +301,7 @@ def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
         outs(%pinit, %cinit : tensor<?x128xbf16>, tensor<?xi32>)
         -> tensor<?x128xbf16>, tensor<?xi32>
     ```
-  }], KPool_CacheDescription, [{
+  }], KPool_CacheDescription, KPool_StatusDescription, [{
   }]);
   let arguments = !con(KPool_GeometryArgs, (ins
       KPool_TensorOrMemRef:$tail,
@@ -282,7 +316,8 @@ def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
       KPool_TensorOrMemRef:$pooled,
       KPool_TensorOrMemRef:$closed_pool,
       Optional<KPool_TensorOrMemRef>:$cache_keys,
-      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_CacheFormatArgs);
+      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_StatusArg,
+      KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
     `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
@@ -294,14 +329,14 @@ def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
     `num_requests` `(` $num_requests `)`
     `outs` `(` $pooled `,` $closed_pool `:` type($pooled) `,`
                type($closed_pool) `)`
-  }], KPool_CacheAssembly, [{
+  }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
   // The form without a pool cache.
   let builders = [
     OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::IntegerAttr":$kpool,
                    "::mlir::IntegerAttr":$head_dim, "::mlir::Value":$tail, "::mlir::Value":$k, "::mlir::Value":$gate, "::mlir::Value":$ape, "::mlir::Value":$input_row_offsets, "::mlir::Value":$cache_lengths, "::mlir::Value":$slot_idx, "::mlir::Value":$num_requests, "::mlir::Value":$pooled, "::mlir::Value":$closed_pool), [{
-      build($_builder, $_state, results, kpool, head_dim, tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx, num_requests, /*block_table=*/::mlir::Value(), pooled, closed_pool, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
+      build($_builder, $_state, results, kpool, head_dim, tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx, num_requests, /*block_table=*/::mlir::Value(), pooled, closed_pool, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*status=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
     }]>
   ];
   let extraClassDeclaration = [{
@@ -320,7 +355,7 @@ def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
 
 def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets"> {
   let summary = "exclusive prefix sum of each request's full-pool count";
-  let description = [{
+  let description = !strconcat([{
     Computes the `pool_row_offsets` operand of `kpool.compress`:
     `pool_row_offsets[0] = 0` and
     `pool_row_offsets[b+1] = pool_row_offsets[b] + count_b` with
@@ -342,22 +377,34 @@ def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets"> {
         ins(%iro, %cache : tensor<?xui32>, tensor<?xui32>)
         outs(%init : tensor<?xui32>) -> tensor<?xui32>
     ```
-  }];
+  }], KPool_StatusDescription);
   let arguments = (ins I64Attr:$kpool,
       KPool_TensorOrMemRef:$input_row_offsets,
       KPool_TensorOrMemRef:$cache_lengths,
-      KPool_TensorOrMemRef:$pool_row_offsets);
+      KPool_TensorOrMemRef:$pool_row_offsets,
+      Optional<KPool_TensorOrMemRef>:$status);
   let results = (outs Variadic<AnyRankedTensor>:$result);
-  let assemblyFormat = [{
+  let assemblyFormat = !strconcat([{
     `kpool` `(` $kpool `)`
     `ins` `(` $input_row_offsets `,` $cache_lengths
           `:` type($input_row_offsets) `,` type($cache_lengths) `)`
     `outs` `(` $pool_row_offsets `:` type($pool_row_offsets) `)`
+  }], KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
-  }];
+  }]);
+  // The form without a status word.
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::IntegerAttr":$kpool,
+                   "::mlir::Value":$input_row_offsets, "::mlir::Value":$cache_lengths, "::mlir::Value":$pool_row_offsets), [{
+      build($_builder, $_state, results, kpool, input_row_offsets, cache_lengths, pool_row_offsets, /*status=*/::mlir::Value());
+    }]>
+  ];
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
-      return getPoolRowOffsetsMutable();
+      unsigned first = getPoolRowOffsetsMutable().getOperandNumber();
+      return ::mlir::MutableOperandRange(getOperation(), first,
+                                         getOperation()->getNumOperands() -
+                                             first);
     }
   }];
 }
@@ -429,7 +476,7 @@ def KPool_StepOp : KPool_Op<"step", [AttrSizedOperandSegments]> {
         -> tensor<?x128xbf16>, tensor<?xi32>, tensor<?xui32>,
            tensor<?x128xbf16>, tensor<?x2x4x128xbf16>
     ```
-  }], KPool_CacheDescription, [{
+  }], KPool_CacheDescription, KPool_StatusDescription, [{
   }]);
   let arguments = !con(KPool_GeometryArgs, (ins
       KPool_TensorOrMemRef:$k,
@@ -446,7 +493,8 @@ def KPool_StepOp : KPool_Op<"step", [AttrSizedOperandSegments]> {
       KPool_TensorOrMemRef:$pooled,
       KPool_TensorOrMemRef:$tail,
       Optional<KPool_TensorOrMemRef>:$cache_keys,
-      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_CacheFormatArgs);
+      Optional<KPool_TensorOrMemRef>:$cache_scales), KPool_StatusArg,
+      KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
     `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
@@ -460,14 +508,14 @@ def KPool_StepOp : KPool_Op<"step", [AttrSizedOperandSegments]> {
                $tail
            `:` type($closed) `,` type($closed_pool) `,`
                type($pool_row_offsets) `,` type($pooled) `,` type($tail) `)`
-  }], KPool_CacheAssembly, [{
+  }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
   // The form without a pool cache.
   let builders = [
     OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::IntegerAttr":$kpool,
                    "::mlir::IntegerAttr":$head_dim, "::mlir::Value":$k, "::mlir::Value":$gate, "::mlir::Value":$ape, "::mlir::Value":$input_row_offsets, "::mlir::Value":$cache_lengths, "::mlir::Value":$slot_idx, "::mlir::Value":$num_requests, "::mlir::Value":$closed, "::mlir::Value":$closed_pool, "::mlir::Value":$pool_row_offsets, "::mlir::Value":$pooled, "::mlir::Value":$tail), [{
-      build($_builder, $_state, results, kpool, head_dim, k, gate, ape, input_row_offsets, cache_lengths, slot_idx, num_requests, /*block_table=*/::mlir::Value(), closed, closed_pool, pool_row_offsets, pooled, tail, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
+      build($_builder, $_state, results, kpool, head_dim, k, gate, ape, input_row_offsets, cache_lengths, slot_idx, num_requests, /*block_table=*/::mlir::Value(), closed, closed_pool, pool_row_offsets, pooled, tail, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*status=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
     }]>
   ];
   let extraClassDeclaration = [{

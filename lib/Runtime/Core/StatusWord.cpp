@@ -1,0 +1,49 @@
+//===- StatusWord.cpp - decoding the kernels' status word -----------------===//
+//
+// The host side of the status word (kpool/Dialect/KPool/IR/StatusWord.h):
+// the message a word's finding stands for, in the words host validation
+// uses for the same mistake.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kpool/Runtime/KernelSet.h"
+
+#include "kpool/Dialect/KPool/IR/StatusWord.h"
+
+#include <cstdio>
+
+using namespace kpool;
+
+/// `what` with the placeholders "[b+1]" and "[b]" replaced by the indices
+/// of request `b`.
+static std::string forRequest(const char *what, uint64_t b) {
+  std::string out(what);
+  auto replace = [&](const std::string &from, uint64_t value) {
+    for (size_t at = out.find(from); at != std::string::npos;
+         at = out.find(from, at))
+      out.replace(at, from.size(), "[" + std::to_string(value) + "]");
+  };
+  replace("[b+1]", b + 1);
+  replace("[b]", b);
+  return out;
+}
+
+Status kpool::statusWordError(uint64_t word) {
+  if (word == 0)
+    return Status();
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)word);
+  uint8_t finding = status::findingOf(word);
+  uint64_t request = status::requestOf(word);
+  const char *what = status::describe(finding);
+  if (!what)
+    return Status::error(std::string("the status word ") + hex +
+                         " holds no finding the kernels record (finding " +
+                         std::to_string(finding) + ")");
+  std::string where =
+      finding == uint8_t(status::Finding::NumRequests)
+          ? std::string()
+          : "request " + std::to_string(request) + ": ";
+  return Status::error(where + forRequest(what, request) +
+                       " (found by the kernels; status word " + hex + ")");
+}
