@@ -23,4 +23,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Debian's CPU PyTorch, for the tests of PyTorch tensors and kpool.torch
+# (python/tests/test_torch.py, skipped without it): optional, so a machine
+# without it still builds and tests everything else.
+if ! dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed"; then
+  echo "setup: installing python3-torch (optional)"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  { [ ${#missing[@]} -gt 0 ] || $SUDO apt-get update -qq; } &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-torch >/dev/null ||
+    echo "setup: python3-torch is not available; the PyTorch tests will be skipped"
+fi
 echo "setup: LLVM/MLIR $(/usr/lib/llvm-22/bin/llvm-config --version), $(cmake --version | head -1)"
