@@ -316,9 +316,10 @@ public:
       Value row = arith::RemUIOp::create(b, loc, poolId, pageSize);
       Value inTable =
           cmp(arith::CmpIPredicate::ult, pageIdx, toI64(dim(c.table, 1)));
-      if (status)
+      ifStatus([&] {
         record(bIdx, {{arith::XOrIOp::create(b, loc, inTable, i1(true)),
                        Finding::TablePastWidth}});
+      });
       ifThen(inTable, [&] {
         Value page = arith::ExtUIOp::create(
             b, loc, b.getI64Type(),
@@ -330,13 +331,13 @@ public:
                                  toI64(dim(c.scales, 0)))),
                     cmp(arith::CmpIPredicate::ult, row,
                         toI64(dim(c.scales, 1))));
-        if (status) {
+        ifStatus([&] {
           Value bad = arith::XOrIOp::create(b, loc, ok, i1(true));
           Value padding = cmp(arith::CmpIPredicate::eq, page, i64(UINT32_MAX));
           record(bIdx, {{arith::AndIOp::create(b, loc, bad, padding),
                          Finding::TablePadding},
                         {bad, Finding::TablePageOutOfRange}});
-        }
+        });
         ifThen(ok, [&] {
           Value entry = channelView(c.keys, {toIndex(page), toIndex(row)});
           Value scale;
@@ -367,19 +368,26 @@ public:
   /// A finding for the status word: `finding` when `cond` (i1) holds.
   using Check = std::pair<Value, Finding>;
 
+  /// Runs `fn` (which computes checks and records them) only when the op
+  /// has a status word and the word has an element: a call without one
+  /// pays a branch, not the checks.
+  void ifStatus(function_ref<void()> fn) {
+    if (!status)
+      return;
+    ifThen(cmp(arith::CmpIPredicate::sgt, dim(status, 0), idx(0)), fn);
+  }
+
   /// Records in the status word, for request `request` (index or i64), the
   /// first of `checks` whose condition holds (the smallest code: the list
   /// is in code order), with one atomic that keeps the word's smallest
-  /// nonzero code. Nothing without a status word or with an empty one.
+  /// nonzero code. Call it under ifStatus.
   void record(Value request, ArrayRef<Check> checks) {
     if (!status || checks.empty())
       return;
     Value code = i64(0);
     for (auto [cond, finding] : llvm::reverse(checks))
       code = arith::SelectOp::create(b, loc, cond, i64(int64_t(finding)), code);
-    Value found = both(cmp(arith::CmpIPredicate::ne, code, i64(0)),
-                       cmp(arith::CmpIPredicate::sgt, dim(status, 0), idx(0)));
-    ifThen(found, [&] {
+    ifThen(cmp(arith::CmpIPredicate::ne, code, i64(0)), [&] {
       Value req = isa<IndexType>(request.getType()) ? toI64(request) : request;
       Value word = arith::OrIOp::create(
           b, loc,
@@ -491,16 +499,16 @@ public:
   /// and seed_tail's metadata.
   void recordRingRequest(const RingBatch &batch, Value bIdx, Value iro,
                          Value slots) {
-    if (!status)
-      return;
-    ifThen(cmp(arith::CmpIPredicate::eq, bIdx, idx(0)),
-           [&] { recordNumRequests(batch.requested, batch.batch); });
-    ifThen(cmp(arith::CmpIPredicate::ult, bIdx, batch.numRequests), [&] {
-      SmallVector<Check> checks = rowChecks(iro, bIdx, batch.numRows);
-      checks.push_back({cmp(arith::CmpIPredicate::uge, loadU32(slots, bIdx),
-                            batch.numSlots),
-                        Finding::SlotOutOfRange});
-      record(bIdx, checks);
+    ifStatus([&] {
+      ifThen(cmp(arith::CmpIPredicate::eq, bIdx, idx(0)),
+             [&] { recordNumRequests(batch.requested, batch.batch); });
+      ifThen(cmp(arith::CmpIPredicate::ult, bIdx, batch.numRequests), [&] {
+        SmallVector<Check> checks = rowChecks(iro, bIdx, batch.numRows);
+        checks.push_back({cmp(arith::CmpIPredicate::uge, loadU32(slots, bIdx),
+                              batch.numSlots),
+                          Finding::SlotOutOfRange});
+        record(bIdx, checks);
+      });
     });
   }
 
@@ -604,9 +612,10 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
                    e.loadU32(pro, bIdx), e.loadU32(pro, next));
         });
       });
-      if (e.status)
+      e.ifStatus([&] {
         e.ifThen(e.cmp(arith::CmpIPredicate::ult, r, batch),
                  [&] { recordRequest(e, iro, pro, cache, numRows, rows, r); });
+      });
     });
   }
 
@@ -1014,7 +1023,8 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
         Value bIdx = loop.getInductionVar();
         Value acc = loop.getRegionIterArg(0);
         store(acc, bIdx);
-        e.record(bIdx, e.rowChecks(iro, bIdx, noRowLimit));
+        e.ifStatus(
+            [&] { e.record(bIdx, e.rowChecks(iro, bIdx, noRowLimit)); });
         auto range = e.poolRange(e.loadRequest(iro, cache, bIdx, noRowLimit));
         Value next = arith::AddIOp::create(rewriter, loc, acc, range.count);
         scf::YieldOp::create(rewriter, loc, next);
@@ -1159,10 +1169,12 @@ struct StepLowering : public KPoolLowering<StepOp> {
               recordPooledRequest(e, o, pooled, offsetsBatch, batch.numRows,
                                   i, acc);
             });
-            if (scan && e.status)
-              e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, offsets), [&] {
-                recordPooledRequest(e, o, pooled, offsetsBatch, batch.numRows,
-                                    i, e.loadU32(pro, i));
+            if (scan)
+              e.ifStatus([&] {
+                e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, offsets), [&] {
+                  recordPooledRequest(e, o, pooled, offsetsBatch,
+                                      batch.numRows, i, e.loadU32(pro, i));
+                });
               });
           },
           [&] {
@@ -1198,8 +1210,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
                                   const RingCloseLowering::Operands &o,
                                   Value pooled, Value offsetsBatch,
                                   Value numRows, Value bIdx, Value start) {
-    if (!e.status)
-      return;
+    e.ifStatus([&] {
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, offsetsBatch), [&] {
       SmallVector<Emitter::Check> checks = e.rowChecks(o.iro, bIdx, numRows);
       Value noRowLimit = e.i64(int64_t(1) << 32);
@@ -1209,6 +1220,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
                               e.toI64(e.dim(pooled, 0))),
                         Finding::PooledCapacity});
       e.record(bIdx, checks);
+    });
     });
   }
 
