@@ -127,9 +127,10 @@ KPOOL_CAPI_EXPORTED int kpoolKernelSetGetTarget(const KPoolKernelSet *kernels);
 // the call returns. `status` is NULL or the call's status word, one
 // uint64_t in the kernels' memory (device memory on the CUDA target) where
 // the kernels record the first bad-metadata finding they meet, in stream
-// order and without a host round trip; 0 means nothing was found, and the
-// word only ever decreases to a smaller nonzero code, so an engine clears it
-// once (e.g. cuMemsetD32Async) and reads it whenever it likes.
+// order and without a host round trip; 0 means nothing was found, and a
+// word that holds a code only changes to a smaller one, so an engine clears
+// it once (e.g. cuMemsetD8Async(word, 0, 8, stream)) and reads it whenever
+// it likes.
 // kpoolStatusWordError decodes it. Shapes are always checked. With `validate` true the
 // metadata values are checked on the host first (the request and field at
 // fault are named); on the CUDA target the metadata is device memory, which
@@ -170,6 +171,22 @@ KPOOL_CAPI_EXPORTED KPoolError *
 kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
                  const KPoolView *inputRowOffsets,
                  const KPoolView *cacheLengths, uint64_t *status, void *stream, bool validate);
+
+/// What a status word records: `(request << 8) | finding` (request 0 for
+/// KPOOL_STATUS_NUM_REQUESTS), the smallest over the findings the kernels'
+/// guards meet; 0 is nothing found (docs/semantics.md, "The status word").
+typedef enum KPoolStatusFinding {
+  KPOOL_STATUS_ROWS_REVERSED = 1,          ///< input_row_offsets[b+1] < [b]
+  KPOOL_STATUS_ROWS_PAST_K = 2,            ///< input_row_offsets[b+1] > rows of k
+  KPOOL_STATUS_SLOT_OUT_OF_RANGE = 3,      ///< slot_idx[b] >= max_slots
+  KPOOL_STATUS_POOL_RANGE_MISMATCH = 4,    ///< pool_row_offsets range != pools
+  KPOOL_STATUS_POOL_ROWS_PAST_OUTPUT = 5,  ///< pool_row_offsets[b+1] > rows
+  KPOOL_STATUS_POOLED_CAPACITY = 6,        ///< step: pools past the capacity
+  KPOOL_STATUS_TABLE_PAST_WIDTH = 7,       ///< page index >= table width
+  KPOOL_STATUS_TABLE_PADDING = 8,          ///< block_table entry -1
+  KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE = 9, ///< page >= the cache's pages
+  KPOOL_STATUS_NUM_REQUESTS = 10,          ///< num_requests outside [0, B]
+} KPoolStatusFinding;
 
 /// The error a status word holds: NULL for 0 (nothing found), else the
 /// request and field the kernels found at fault, e.g. "request 3:

@@ -9,6 +9,7 @@
 
 #include "kpool-c/Runtime.h"
 
+#include "kpool/Dialect/KPool/IR/StatusWord.h"
 #include "kpool/Runtime/Jit.h"
 #include "kpool/Runtime/KernelABI.h"
 #include "kpool/Runtime/KernelSet.h"
@@ -485,6 +486,23 @@ KPoolError *kpoolCheckStepCache(
                          *cache, *slots, numRequests, *blockTable);
                    });
 }
+
+// The C names of StatusWord.h's findings, code for code, and no finding
+// without one.
+#define KPOOL_STATUS_C_CODE(name, code, field, what) +1
+static_assert(0 KPOOL_STATUS_FINDINGS(KPOOL_STATUS_C_CODE) == 10,
+              "a finding without a KPOOL_STATUS_* name in kpool-c/Runtime.h");
+#undef KPOOL_STATUS_C_CODE
+static_assert(KPOOL_STATUS_ROWS_REVERSED == int(kpool::status::Finding::RowsReversed));
+static_assert(KPOOL_STATUS_ROWS_PAST_K == int(kpool::status::Finding::RowsPastK));
+static_assert(KPOOL_STATUS_SLOT_OUT_OF_RANGE == int(kpool::status::Finding::SlotOutOfRange));
+static_assert(KPOOL_STATUS_POOL_RANGE_MISMATCH == int(kpool::status::Finding::PoolRangeMismatch));
+static_assert(KPOOL_STATUS_POOL_ROWS_PAST_OUTPUT == int(kpool::status::Finding::PoolRowsPastOutput));
+static_assert(KPOOL_STATUS_POOLED_CAPACITY == int(kpool::status::Finding::PooledCapacity));
+static_assert(KPOOL_STATUS_TABLE_PAST_WIDTH == int(kpool::status::Finding::TablePastWidth));
+static_assert(KPOOL_STATUS_TABLE_PADDING == int(kpool::status::Finding::TablePadding));
+static_assert(KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE == int(kpool::status::Finding::TablePageOutOfRange));
+static_assert(KPOOL_STATUS_NUM_REQUESTS == int(kpool::status::Finding::NumRequests));
 
 KPoolError *kpoolStatusWordError(uint64_t word) {
   return wrap(kpool::statusWordError(word));

@@ -59,7 +59,8 @@ SCALE_ABSMAX = 0
 SCALE_POW2 = 1
 
 #: One operand of a kernel: ``name``, ``role`` (OUTPUT, INPUT, SCALAR, or
-#: CONTEXT for the caller's stream, always last),
+#: CONTEXT for the call's context: the status word, then the caller's
+#: stream, always last),
 #: ``rank``, ``kind`` (KIND_*) and ``shape`` ("?xD": '?' any extent, 'D'
 #: head_dim, 'K' kpool).
 Operand = collections.namedtuple("Operand", "name role rank kind shape")

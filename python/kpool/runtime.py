@@ -731,8 +731,8 @@ class KernelSet:
         Every op also takes ``status=``, the call's status word: a writable
         array of at least one uint64 (host memory on a CPU set, device
         memory on a CUDA set) where the kernels record the first
-        bad-metadata finding their guards meet (0: none; the word only
-        decreases to a smaller nonzero code). :func:`status_error` decodes
+        bad-metadata finding their guards meet (0: none; a word holding a
+        code only changes to a smaller one). :func:`status_error` decodes
         it; see docs/semantics.md, "The status word"."""
         _capi.check(self._lib.kpoolKernelSetPrepare(
             self._handle, _stream_handle(stream)))
@@ -1251,29 +1251,42 @@ def status_error(word):
 
 def _status_pointer(op, status, device):
     """The address of the status word `status` (None: no status word): a
-    writable array of at least one uint64 (numpy, or on a CUDA kernel set a
-    device array), or an int address."""
+    writable, 8-byte aligned array of at least one 64-bit integer (numpy or
+    any host array on a CPU set; a device array on a CUDA set), whose first
+    element is the word, or such an address as a positive int."""
     if status is None:
         return None
-    if isinstance(status, int):
-        return status or None
-    a = status if device else _host_array(op, status)
-    if device:
-        iface = getattr(a, "__cuda_array_interface__", None)
-        if iface is None:
+    if isinstance(status, (bool, np.bool_)) or (
+            isinstance(status, (int, np.integer)) and int(status) <= 0):
+        raise KPoolError(f"{op}: 'status' must be an array of one uint64 or "
+                         f"a positive address, got {status!r}")
+    if isinstance(status, (int, np.integer)):
+        address = int(status)
+    else:
+        a = status if device else _host_array(op, status)
+        iface = getattr(a, "__cuda_array_interface__", None) if device \
+            else None
+        if device and iface is None:
             raise KPoolError(f"{op}: 'status' must be a device array "
                              "(__cuda_array_interface__) or an address on a "
                              "CUDA kernel set")
-        if iface.get("typestr") not in ("<u8", "<i8") or not iface["shape"] \
-                or iface["shape"][0] < 1 or iface["data"][1]:
-            raise KPoolError(f"{op}: 'status' must be a writable array of "
-                             "at least one 64-bit integer")
-        return iface["data"][0]
-    if (not isinstance(a, np.ndarray) or a.dtype not in (np.uint64, np.int64)
-            or a.size < 1 or not a.flags.writeable):
-        raise KPoolError(f"{op}: 'status' must be a writable numpy array of "
-                         "at least one uint64 (the status word)")
-    return a.ctypes.data
+        if iface is not None:
+            size = int(np.prod(iface["shape"])) if iface["shape"] else 1
+            ok = (iface.get("typestr") in ("<u8", "<i8") and size >= 1
+                  and not iface["data"][1])
+            address = iface["data"][0]
+        else:
+            ok = (isinstance(a, np.ndarray)
+                  and a.dtype in (np.uint64, np.int64) and a.size >= 1
+                  and a.flags.writeable)
+            address = a.ctypes.data if ok else 0
+        if not ok:
+            raise KPoolError(f"{op}: 'status' must be a writable array of at "
+                             "least one uint64 (the status word)")
+    if address % 8:
+        raise KPoolError(f"{op}: the status word at {address:#x} is not "
+                         "8-byte aligned (the kernels update it atomically)")
+    return address
 
 
 def _stream_handle(stream):

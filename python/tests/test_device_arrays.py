@@ -453,3 +453,29 @@ def test_converted_arrays_describe_themselves():
         "shape": (3, D), "typestr": "<u2", "data": (addr(a), False),
         "version": 3, "strides": (4 * D, 4), "stream": None}
     assert s.device == (2, 0)
+
+
+def test_status_word_on_the_device():
+    # The status word is passed as its address (uint64_t * in the C API):
+    # a device array of one 64-bit integer, 8-byte aligned and writable.
+    ks = cuda_set()
+    k, gate, ape, iro, pro, cache, out = compress_operands()
+    args = [CAI(a) for a in (k, gate, ape, iro, pro, cache)]
+    word = np.zeros(2, np.uint64)
+    ks.compress(*args, out=CAI(out), validate=False, status=CAI(word))
+    assert ks._lib.operands()["status"] == addr(word)
+    ks.compress(*args, out=CAI(out), validate=False)
+    assert ks._lib.operands()["status"] is None
+    ks.compress(*args, out=CAI(out), validate=False, status=addr(word))
+    assert ks._lib.operands()["status"] == addr(word)
+    raw = np.zeros(3, np.uint64)
+    misaligned = raw.view(np.uint8)[4:12].view(np.uint64)
+    for bad, match in ((CAI(np.zeros(1, np.uint32)), "at least one uint64"),
+                       (CAI(np.zeros(0, np.uint64)), "at least one uint64"),
+                       (CAI(word, readonly=True), "writable"),
+                       (CAI(misaligned), "not 8-byte aligned"),
+                       (np.zeros(1, np.uint64), "must be a device array"),
+                       (True, "positive address"),
+                       (-8, "positive address")):
+        with pytest.raises(kpool.KPoolError, match=match):
+            ks.compress(*args, out=CAI(out), validate=False, status=bad)

@@ -191,3 +191,23 @@ def test_bad_status_operand(ks):
                         np.zeros(1, np.uint32), status=bad)
     assert kpool.status_error(0) is None
     assert "holds no finding" in kpool.status_error(0x1ff)
+
+
+def test_status_operand_edge_cases(ks):
+    k = rows(4)
+    args = (k, k, np.zeros((K, D), np.float32), np.array([0, 4], np.uint32),
+            None, np.zeros(1, np.uint32))
+    raw = np.zeros(3, np.uint64)
+    misaligned = raw.view(np.uint8)[4:12].view(np.uint64)
+    for bad, match in ((misaligned, "not 8-byte aligned"), (True, "positive"),
+                       (0, "positive"),
+                       (np.zeros(1, np.uint64)[:0], "at least one")):
+        with pytest.raises(kpool.KPoolError, match=match):
+            ks.compress(*args, status=bad)
+    # An address works too; the word is element 0 of a longer array.
+    st = np.zeros(4, np.uint64)
+    ks.compress(k, k, np.zeros((K, D), np.float32), np.array([0, 2, 1],
+                np.uint32), np.array([0, 1, 1], np.uint32),
+                np.zeros(2, np.uint32), out=np.zeros((2, D), np.float32),
+                validate=False, status=st.ctypes.data)
+    assert int(st[0]) == code(1, 1) and not st[1:].any()

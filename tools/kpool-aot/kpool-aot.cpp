@@ -279,7 +279,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
 }
 
 /// Makes the translated host code launch on each entry point's caller
-/// stream (its last argument, KernelABI.def's context operand) instead of
+/// stream (its last argument, the last of KernelABI.def's context operands) instead of
 /// a stream it creates, synchronizes and destroys around its launches (what
 /// the translation of a gpu.launch_func without async dependencies emits):
 /// the entry points then only enqueue, in program order, and never wait.

@@ -199,14 +199,17 @@ namespace kpool {
 
 namespace abi {
 
-/// One argument of a call: a view or a scalar (its role says which).
+/// One argument of a call: a view, a scalar or the call's context (its
+/// role says which).
 struct Arg {
+  Arg() = default;
   Arg(const KPoolView &view) : view(&view) {}
   Arg(int32_t scalar) : i32(scalar) {}
   Arg(float scalar) : f32(scalar) {}
-  Arg(Stream stream) : stream(stream.handle) {}
+  Arg(Stream stream) : stream(stream.handle), status(stream.status) {}
   const KPoolView *view = nullptr;
   void *stream = nullptr;
+  uint64_t *status = nullptr;
   int32_t i32 = 0;
   float f32 = 0;
 };
@@ -243,14 +246,28 @@ void invoke(void (*fn)(A...), const Arg *args, std::index_sequence<I...>) {
 }
 } // namespace detail
 
-/// Calls `fn` with `args` (one per operand, in call order): views become
-/// the memref descriptors the kernel takes.
+/// Calls `fn` with `args`: one per operand of the op, in call order, then
+/// the call's Stream, whose status word (Stream::status, null for none)
+/// becomes the `status` operand (one element, or none) and whose handle the
+/// `stream` operand. Views become the memref descriptors the kernel takes.
 template <typename... A>
 void invoke(void (*fn)(A...), std::initializer_list<Arg> args) {
-  static_assert(sizeof...(A) > 0, "a kernel has operands");
-  if (args.size() != sizeof...(A))
+  static_assert(sizeof...(A) >= 2, "a kernel ends with status and stream");
+  if (args.size() + 1 != sizeof...(A))
     __builtin_trap(); // a call site that does not match KernelABI.def
-  detail::invoke(fn, args.begin(), std::index_sequence_for<A...>());
+  const Arg &stream = *(args.end() - 1);
+  KPoolView status{};
+  status.data = stream.status;
+  status.rank = 1;
+  status.sizes[0] = stream.status ? 1 : 0;
+  status.strides[0] = 1;
+  Arg all[sizeof...(A)];
+  size_t i = 0;
+  for (const Arg *a = args.begin(); a + 1 != args.end(); ++a)
+    all[i++] = *a;
+  all[i++] = Arg(status);
+  all[i] = stream;
+  detail::invoke(fn, all, std::index_sequence_for<A...>());
 }
 
 } // namespace abi

@@ -81,14 +81,18 @@ struct KernelConfig {
   }
 };
 
-/// The caller's stream of a call (see abi::Stream): every entry point takes
-/// one. CPU kernels ignore it and run before the call returns; CUDA kernels
-/// only enqueue on it.
+/// The caller's stream of a call and, optionally, its status word (see
+/// abi::Stream): every entry point takes one. CPU kernels ignore the stream
+/// and run before the call returns; CUDA kernels only enqueue on it. With
+/// `Stream(stream, &word)` the kernels record in `word` (device memory on
+/// the CUDA target) the smallest finding their guards meet.
 using Stream = abi::Stream;
 
 /// The error the status word `word` holds (see Stream::status): success
-/// for 0, otherwise the request and field the kernels found at fault, as
-/// host validation names them (the word records indices, not values).
+/// for 0, otherwise the request and field the kernels found at fault, in
+/// the words host validation uses for that finding (indices, not values;
+/// the word keeps the smallest (request, finding), which need not be the
+/// finding host validation reports first).
 Status statusWordError(uint64_t word);
 
 /// Whether a call validates its operands' metadata on the host before
@@ -180,8 +184,9 @@ public:
   const KernelConfig &config() const;
 
   // Operands are in the production kernels' order: outputs first, then the
-  // inputs in the order of the op's `ins`, then the caller's stream. The
-  // overloads without a stream pass a null one (see abi::Stream).
+  // inputs in the order of the op's `ins`, then the caller's Stream (with
+  // its optional status word). The overloads without a stream pass a null
+  // one, with no status word (see abi::Stream).
 
   /// kpool.compress: pooled[pool_row_offsets[b] + j] for each pool j made
   /// only of request b's tokens in this call. `pooled` is capacity-shaped:

@@ -512,6 +512,10 @@ public:
     });
   }
 
+  /// A row count no 32-bit offset reaches (i64 2^32): loadRequest's bound
+  /// where an op has no `k` (pool_offsets counts every request's tokens).
+  Value noRowLimit() { return i64(int64_t(1) << 32); }
+
   /// The rows of `k` and `gate` both have (i64).
   Value tokenRows(Value k, Value gate) {
     return toI64(minIndex({dim(k, 0), dim(gate, 0)}));
@@ -1006,7 +1010,7 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
     Location loc = e.loc;
     // Without `k` there is no row count to check against: only reversed
     // offsets are caught here (any u32 end is below 2^32).
-    Value noRowLimit = e.i64(int64_t(1) << 32);
+    Value noRowLimit = e.noRowLimit();
     Type i32 = rewriter.getI32Type();
     auto store = [&](Value acc, Value at) {
       e.ifThen(e.cmp(arith::CmpIPredicate::ult, at, length), [&] {
@@ -1213,7 +1217,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
     e.ifStatus([&] {
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, offsetsBatch), [&] {
       SmallVector<Emitter::Check> checks = e.rowChecks(o.iro, bIdx, numRows);
-      Value noRowLimit = e.i64(int64_t(1) << 32);
+      Value noRowLimit = e.noRowLimit();
       auto range = e.poolRange(e.loadRequest(o.iro, o.cache, bIdx, noRowLimit));
       Value end = arith::AddIOp::create(e.b, e.loc, start, range.count);
       checks.push_back({e.cmp(arith::CmpIPredicate::ugt, end,
@@ -1229,7 +1233,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
   static Value poolsBefore(Emitter &e, Value iro, Value cache, Value end) {
     OpBuilder &b = e.b;
     Location loc = e.loc;
-    Value noRowLimit = e.i64(int64_t(1) << 32);
+    Value noRowLimit = e.noRowLimit();
     auto loop = scf::ForOp::create(b, loc, e.idx(0), end, e.idx(1),
                                    ValueRange{e.i64(0)});
     OpBuilder::InsertionGuard guard(b);
@@ -1251,7 +1255,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
                              Value row) {
     OpBuilder &b = e.b;
     Location loc = e.loc;
-    Value noRowLimit = e.i64(int64_t(1) << 32);
+    Value noRowLimit = e.noRowLimit();
     Type i64 = b.getI64Type(), index = b.getIndexType();
     // while (b < batch && acc + count_b <= row) { acc += count_b; ++b; }
     auto walk = scf::WhileOp::create(

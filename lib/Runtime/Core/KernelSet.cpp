@@ -31,12 +31,6 @@ View kpool::denseView(void *data, std::vector<int64_t> sizes) {
   return view;
 }
 
-/// The status word of a call's context as the kernels' `status` operand:
-/// one element, or none (nothing is recorded).
-static View statusView(Stream stream) {
-  return denseView(stream.status, {stream.status ? 1 : 0});
-}
-
 namespace kpool {
 
 /// A configuration and its kernels.
@@ -372,7 +366,7 @@ Status KernelSet::poolOffsets(const View &pro, const View &iro,
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
   KPOOL_TRY(checkPoolOffsetsOperands(v, pro, iro, cache, check));
-  abi::invoke(impl->backend.poolOffsets, {pro, iro, cache, statusView(stream), stream});
+  abi::invoke(impl->backend.poolOffsets, {pro, iro, cache, stream});
   return Status();
 }
 
@@ -421,7 +415,7 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
   KPOOL_TRY(checkCompressOperands(*this, *impl, v, pooled, k, gate, ape, iro,
                                   pro, cache, check));
   abi::invoke(impl->backend.compress,
-              {pooled, k, gate, ape, iro, pro, cache, statusView(stream), stream});
+              {pooled, k, gate, ape, iro, pro, cache, stream});
   return Status();
 }
 
@@ -476,7 +470,7 @@ Status KernelSet::seedTail(const View &tail, const View &k, const View &gate,
   KPOOL_TRY(checkRing(v, impl->config, tail, k, gate, iro, cache, slots,
                       numRequests, check));
   abi::invoke(impl->backend.seedTail,
-              {tail, k, gate, iro, cache, slots, numRequests, statusView(stream), stream});
+              {tail, k, gate, iro, cache, slots, numRequests, stream});
   return Status();
 }
 
@@ -514,7 +508,7 @@ Status KernelSet::ringClose(const View &pooled, const View &closed,
                       check));
   KPOOL_TRY(checkRingCloseOutputs(v, c, pooled, closed, ape, cache));
   abi::invoke(impl->backend.ringClose, {pooled, closed, tail, k, gate, ape, iro,
-                                        cache, slots, numRequests, statusView(stream), stream});
+                                        cache, slots, numRequests, stream});
   return Status();
 }
 
@@ -577,7 +571,7 @@ Status KernelSet::step(const View &closed, const View &closedPool,
                               numRequests, check));
   abi::invoke(impl->backend.step,
               {closed, closedPool, pro, pooled, tail, k, gate, ape, iro, cache,
-               slots, numRequests, statusView(stream), stream});
+               slots, numRequests, stream});
   return Status();
 }
 
@@ -700,7 +694,7 @@ Status KernelSet::compressCache(const View &pooled, const View &keys,
                                        k, gate, ape, iro, pro, cache, table,
                                        check));
   abi::invoke(impl->backend.compressCache, {pooled, keys, scales, k, gate, ape,
-                                            iro, pro, cache, table, statusView(stream), stream});
+                                            iro, pro, cache, table, stream});
   return Status();
 }
 
@@ -752,7 +746,7 @@ Status KernelSet::ringCloseCache(const View &pooled, const View &closed,
                                         numRequests, table, check));
   abi::invoke(impl->backend.ringCloseCache,
               {pooled, closed, keys, scales, tail, k, gate, ape, iro, cache,
-               slots, numRequests, table, statusView(stream), stream});
+               slots, numRequests, table, stream});
   return Status();
 }
 
@@ -804,7 +798,7 @@ Status KernelSet::stepCache(const View &closed, const View &closedPool,
                                    check));
   abi::invoke(impl->backend.stepCache,
               {closed, closedPool, pro, pooled, tail, keys, scales, k, gate,
-               ape, iro, cache, slots, numRequests, table, statusView(stream), stream});
+               ape, iro, cache, slots, numRequests, table, stream});
   return Status();
 }
 

@@ -190,7 +190,8 @@ template <int Slot, abi::KernelId Id, typename... A,
           void (*KernelBackend::*Member)(A...)>
 struct Checked<Slot, Id, void (*)(A...), Member> {
   static void call(A... args) {
-    // The stream is the last argument (KernelABI.def's context operand).
+    // The stream is the last argument (the last of KernelABI.def's two
+    // context operands, after the status word).
     void *stream = std::get<sizeof...(A) - 1>(std::tie(args...));
     auto kept = std::make_shared<std::tuple<Kept<A>...>>(Kept<A>(args)...);
     launch(stream, [kept] {

@@ -98,9 +98,10 @@ defvar KPool_StatusDescription = [{
     one disables it) the op also records, where one of its guards finds bad
     metadata, the code `(b << 8) | finding` of request `b` in `%s[0]`, with
     an atomic that keeps the smallest nonzero code (0 means nothing was
-    found; the word is only ever lowered). The findings, the fields they
-    name and their order are in docs/semantics.md, "The status word". The
-    guards themselves act as without a status word.
+    found; a word holding a code only changes to a smaller one). The
+    findings, the fields they name and their order are in
+    docs/semantics.md, "The status word". The guards themselves act as
+    without a status word.
 }];
 
 //===----------------------------------------------------------------------===//
