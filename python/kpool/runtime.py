@@ -597,8 +597,10 @@ class KernelSet:
     device memory and cannot read the metadata that sizes outputs: on a
     CUDA set every output (capacity-shaped where the metadata sizes it) is
     the caller's, and a missing one is a KPoolError naming it. Metadata
-    checks (``validate=True``) need host metadata: pass ``validate=False``
-    (check host copies first, e.g. on a CPU set).
+    checks need host metadata: ``validate`` defaults to checking on a CPU
+    set and not on a CUDA set (``validate=True`` there is an error); check
+    host copies first (e.g. on a CPU set), or pass ``status=`` and read
+    what the kernels found.
     """
 
     def __init__(self, dtype, head_dim, kpool, *, openmp=False,
@@ -638,7 +640,12 @@ class KernelSet:
     def _call(self, op, validate, **operands):
         """Runs kernel `op` on `operands` (one per operand of the kernel
         ABI, by name): each view's dtype, rank and writability come from
-        the ABI's description of the operand."""
+        the ABI's description of the operand. ``validate`` None (every
+        op's default) checks the metadata where it is host memory (a CPU
+        set) and not where it is device memory (a CUDA set), as the C++
+        ``Validation::Auto``."""
+        if validate is None:
+            validate = self.target != "cuda"
         kernel = _capi.kernels()[op]
         dtypes = {_capi.KIND_ELEMENT: self.dtype,
                   _capi.KIND_CACHE_ENTRY: (np.dtype(np.uint8)
@@ -739,7 +746,7 @@ class KernelSet:
 
     @_host_arrays
     def pool_offsets(self, input_row_offsets, cache_lengths, *, out=None,
-                     validate=True, stream=None, status=None):
+                     validate=None, stream=None, status=None):
         """kpool.pool_offsets: returns ``pool_row_offsets`` ``[B+1]``
         (uint32; ``out`` if given, uint32 or int32)."""
         op = "pool_offsets"
@@ -757,7 +764,7 @@ class KernelSet:
 
     @_host_arrays
     def compress(self, k, gate, ape, input_row_offsets, pool_row_offsets,
-                 cache_lengths, *, out=None, validate=True, stream=None,
+                 cache_lengths, *, out=None, validate=None, stream=None,
                  block_table=None, cache_keys=None, cache_scales=None,
                  status=None):
         """kpool.compress: returns ``pooled`` (``out``, or a new zero-filled
@@ -796,7 +803,7 @@ class KernelSet:
 
     @_host_arrays
     def seed_tail(self, tail, k, gate, input_row_offsets, cache_lengths,
-                  slot_idx, num_requests=None, *, validate=True, stream=None,
+                  slot_idx, num_requests=None, *, validate=None, stream=None,
                   status=None):
         """kpool.seed_tail: updates ``tail`` ``[max_slots, 2, R, head_dim]``
         (``R >= kpool`` the ring window) in place and returns it: each
@@ -813,7 +820,7 @@ class KernelSet:
     @_host_arrays
     def ring_close(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
                    slot_idx, num_requests=None, *, pooled=None,
-                   closed_pool=None, validate=True, stream=None,
+                   closed_pool=None, validate=None, stream=None,
                    block_table=None, cache_keys=None, cache_scales=None,
                    status=None):
         """kpool.ring_close: returns ``(pooled [B, head_dim], closed_pool
@@ -842,7 +849,7 @@ class KernelSet:
     @_host_arrays
     def step(self, tail, k, gate, ape, input_row_offsets, cache_lengths,
              slot_idx, num_requests=None, *, pooled=None, closed=None,
-             closed_pool=None, pool_row_offsets=None, validate=True,
+             closed_pool=None, pool_row_offsets=None, validate=None,
              stream=None, block_table=None, cache_keys=None,
              cache_scales=None, status=None):
         """kpool.step, the fused serving step: ring_close, pool_offsets,
@@ -965,7 +972,7 @@ def _geometry(op, name, array, rank, dim):
 
 @_host_arrays
 def pool_offsets(input_row_offsets, cache_lengths, kpool, *, out=None,
-                 validate=True, **options):
+                 validate=None, **options):
     """kpool.pool_offsets for ``kpool`` tokens per pool; see
     :meth:`KernelSet.pool_offsets`. Uses a kernel set of this ``kpool`` if
     one exists, else compiles the scan kernel alone (not a whole set)."""
@@ -989,7 +996,7 @@ def pool_offsets(input_row_offsets, cache_lengths, kpool, *, out=None,
 
 @_host_arrays
 def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
-             *, out=None, validate=True, **options):
+             *, out=None, validate=None, **options):
     """kpool.compress; the configuration comes from the operands (element
     type of ``k``, ``head_dim`` and ``kpool`` from ``ape``'s shape). See
     :meth:`KernelSet.compress`."""
@@ -1002,7 +1009,7 @@ def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
 
 @_host_arrays
 def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
-              num_requests=None, *, kpool=None, validate=True, **options):
+              num_requests=None, *, kpool=None, validate=None, **options):
     """kpool.seed_tail; configuration from ``tail`` ``[S, 2, R, D]``. See
     :meth:`KernelSet.seed_tail`. What seed_tail stores depends only on the
     ring window ``R``, so ``kpool`` (at most ``R``) defaults to ``R``; pass
@@ -1020,7 +1027,7 @@ def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
 @_host_arrays
 def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
                num_requests=None, *, pooled=None, closed_pool=None,
-               validate=True, **options):
+               validate=None, **options):
     """kpool.ring_close; configuration from ``k`` and ``ape``. See
     :meth:`KernelSet.ring_close`."""
     kpool = _geometry("ring_close", "ape", ape, 2, 0)

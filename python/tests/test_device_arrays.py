@@ -376,8 +376,11 @@ def test_outputs_are_the_callers():
     assert ks._lib.operands()["num_requests"] == 1
     assert ks.pool_offsets(dev["iro"], dev["cache"], out=dev["pro"],
                            validate=False) is dev["pro"]
-    # validate=True is passed on: the C API refuses it for device metadata.
+    # The default on a CUDA set does not validate (the metadata is device
+    # memory); validate=True is passed on, and the C API refuses it.
     ks.pool_offsets(dev["iro"], dev["cache"], out=dev["pro"])
+    assert ks._lib.operands()["validate"] is False
+    ks.pool_offsets(dev["iro"], dev["cache"], out=dev["pro"], validate=True)
     assert ks._lib.operands()["validate"] is True
 
 
