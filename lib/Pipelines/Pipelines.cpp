@@ -58,6 +58,8 @@ LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
   // O(B) pass); a GPU launch cannot, so kpool-lower-to-nvvm walks.
   ConvertKPoolToLinalgPassOptions linalgOptions;
   linalgOptions.stepOffsets = "scan";
+  // Two pools ahead, as the hand-written kernel of kpool-bench-cpu.
+  linalgOptions.prefetchPools = 2;
   pm.addPass(createConvertKPoolToLinalgPass(linalgOptions));
   KPoolVectorizePoolRowsPassOptions vectorizeOptions;
   vectorizeOptions.vectorSize = options.vectorSize;

@@ -52,6 +52,12 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
            "(a sequential scan before the loop, then a binary search per "
            "pooled row: O(B) once, for the CPU, where that scan is host "
            "code)">,
+    Option<"prefetchPools", "prefetch-pools", "int64_t", /*default=*/"0",
+           "compress's rows (also kpool.step's) prefetch the key and gate "
+           "rows of the pool this many pools ahead in the same request, so "
+           "that DRAM-resident inputs arrive while the pool is computed "
+           "(0: no prefetch; kpool-lower-to-llvm uses 2; no effect on "
+           "results)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -535,6 +535,37 @@ public:
   int64_t headDim;
   std::string kernelName;
   bool generalStrides = false;
+  /// Pools ahead whose member rows compress's rows prefetch (0: none).
+  int64_t prefetchPools = 0;
+
+  /// Prefetches, when `prefetchPools` is set, the key and gate rows of the
+  /// pool `prefetchPools` pools after the one whose members start at row
+  /// `first` (i64) of `k` and `gate` (`numRows` i64 rows, at least one):
+  /// every cache line of each member row, the row clamped to the last one
+  /// (a prefetch has no effect on results). Pools of more than
+  /// kMaxUnrolledMembers members are not prefetched.
+  void prefetchMembers(Value k, Value gate, Value first, Value numRows) {
+    if (prefetchPools <= 0 || kpool > kMaxUnrolledMembers)
+      return;
+    Value last = arith::SubIOp::create(b, loc, numRows, i64(1));
+    Value ahead = arith::AddIOp::create(b, loc, first,
+                                        i64(prefetchPools * kpool));
+    for (int64_t m = 0; m < kpool; ++m) {
+      Value member =
+          m ? arith::AddIOp::create(b, loc, ahead, i64(m)).getResult() : ahead;
+      Value row = toIndex(arith::MinSIOp::create(b, loc, member, last));
+      for (Value rows : {k, gate}) {
+        auto type = cast<MemRefType>(rows.getType());
+        // Channels per 64-byte cache line.
+        int64_t perLine = std::max<int64_t>(
+            1, 512 / std::max<int64_t>(1, type.getElementTypeBitWidth()));
+        for (int64_t c = 0; c < headDim; c += perLine)
+          memref::PrefetchOp::create(b, loc, rows, ValueRange{row, idx(c)},
+                                     /*isWrite=*/false, /*localityHint=*/3,
+                                     /*isDataCache=*/true);
+      }
+    }
+  }
 };
 
 /// Base pattern: only the buffer form is lowered (the pass reports the
@@ -565,11 +596,16 @@ static Emitter emitterFor(OpTy op, OpBuilder &b, int64_t headDim) {
 }
 
 struct CompressLowering : public KPoolLowering<CompressOp> {
-  using KPoolLowering::KPoolLowering;
+  CompressLowering(MLIRContext *context, int64_t prefetchPools)
+      : KPoolLowering(context), prefetchPools(prefetchPools) {}
+
+  /// `prefetch-pools`: see Emitter::prefetchMembers.
+  int64_t prefetchPools;
 
   void lower(CompressOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
+    e.prefetchPools = prefetchPools;
     Value k = adaptor.getK(), gate = adaptor.getGate(), ape = adaptor.getApe();
     Value pooled = adaptor.getPooled();
     Value iro = e.signless(adaptor.getInputRowOffsets());
@@ -660,6 +696,7 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
       Value first = arith::AddIOp::create(
           b, loc, arith::AddIOp::create(b, loc, req.start, range.skip),
           arith::MulIOp::create(b, loc, j, e.i64(e.kpool)));
+      e.prefetchMembers(k, gate, first, numRows);
       poolMembers(e, k, gate, ape, first, pooled, row);
       e.storeEntry(bIdx, arith::AddIOp::create(b, loc, range.first, j),
                    e.rowView(pooled, row));
@@ -1055,18 +1092,22 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
 /// its op's extent checks and guards, and the pooling function is the one
 /// of every op, so the results are the four ops' bit for bit.
 struct StepLowering : public KPoolLowering<StepOp> {
-  StepLowering(MLIRContext *context, bool scanOffsets)
-      : KPoolLowering(context), scanOffsets(scanOffsets) {}
+  StepLowering(MLIRContext *context, bool scanOffsets, int64_t prefetchPools)
+      : KPoolLowering(context), scanOffsets(scanOffsets),
+        prefetchPools(prefetchPools) {}
 
   /// `step-offsets=scan`: pool offsets by a sequential scan before the
   /// loop, pooled rows by binary search over them (the CPU's choice: one
   /// O(B) pass instead of O(B) per item); otherwise every item walks the
   /// counts inside the one loop (one GPU launch).
   bool scanOffsets;
+  /// `prefetch-pools`, for the pooled rows (see Emitter::prefetchMembers).
+  int64_t prefetchPools;
 
   void lower(StepOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
+    e.prefetchPools = prefetchPools;
     e.setCacheDest(op, adaptor);
     e.setStatus(adaptor);
     RingCloseLowering::Operands o =
@@ -1304,8 +1345,10 @@ struct StepLowering : public KPoolLowering<StepOp> {
 } // namespace
 
 void mlir::kpool::populateKPoolToLinalgConversionPatterns(
-    RewritePatternSet &patterns, bool scanStepOffsets) {
-  patterns.add<CompressLowering, RingCloseLowering, SeedTailLowering,
-               PoolOffsetsLowering>(patterns.getContext());
-  patterns.add<StepLowering>(patterns.getContext(), scanStepOffsets);
+    RewritePatternSet &patterns, bool scanStepOffsets, int64_t prefetchPools) {
+  patterns.add<RingCloseLowering, SeedTailLowering, PoolOffsetsLowering>(
+      patterns.getContext());
+  patterns.add<CompressLowering>(patterns.getContext(), prefetchPools);
+  patterns.add<StepLowering>(patterns.getContext(), scanStepOffsets,
+                             prefetchPools);
 }

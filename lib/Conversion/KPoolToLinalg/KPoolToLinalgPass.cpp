@@ -66,8 +66,15 @@ struct ConvertKPoolToLinalgPass
           << stepOffsets << "'";
       return signalPassFailure();
     }
+    if (prefetchPools < 0) {
+      getOperation()->emitError()
+          << "convert-kpool-to-linalg: prefetch-pools must be 0 or more, got "
+          << static_cast<int64_t>(prefetchPools);
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
-    populateKPoolToLinalgConversionPatterns(patterns, stepOffsets == "scan");
+    populateKPoolToLinalgConversionPatterns(patterns, stepOffsets == "scan",
+                                            prefetchPools);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       return signalPassFailure();
