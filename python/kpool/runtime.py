@@ -1061,6 +1061,16 @@ def _dtype(op, name, array):
                         "(bf16 bit patterns), float16 or float32") from None
 
 
+def _store_slot(op, slot, max_slots):
+    """`slot` as an int in ``[0, max_slots)``, else a KPoolError naming
+    `op` (the stores' slot argument)."""
+    slot = _int(op, "slot", slot, -2**63)
+    if not 0 <= slot < max_slots:
+        raise KPoolError(f"{op}: slot {slot} is not in [0, max_slots = "
+                         f"{max_slots})")
+    return slot
+
+
 class PoolStore:
     """A tail ring and the pooled keys of every slot, over the C PoolStore.
 
@@ -1185,11 +1195,7 @@ class PoolStore:
                          [r[0] for r in requests])
 
     def _slot(self, op, slot):
-        slot = _int(op, "slot", slot, -2**63)
-        if not 0 <= slot < self.max_slots:
-            raise KPoolError(f"{op}: slot {slot} is not in [0, max_slots = "
-                             f"{self.max_slots})")
-        return slot
+        return _store_slot(op, slot, self.max_slots)
 
     def accept(self, slot, accepted):
         """Speculative decoding: keeps the first ``accepted`` of the tokens
@@ -1399,11 +1405,7 @@ class PagedPoolStore:
         self._last = [(0, 0)] * self.max_slots
 
     def _slot(self, op, slot):
-        slot = _int(op, "slot", slot, -2**63)
-        if not 0 <= slot < self.max_slots:
-            raise KPoolError(f"{op}: slot {slot} is not in [0, max_slots = "
-                             f"{self.max_slots})")
-        return slot
+        return _store_slot(op, slot, self.max_slots)
 
     @_host_arrays
     def step(self, k, gate, input_row_offsets, slots):

@@ -60,15 +60,7 @@ namespace {
 // Random numbers (as kpool-differential: splitmix64, no std distributions).
 //===----------------------------------------------------------------------===//
 
-struct Rng : ref::SplitMix {
-  explicit Rng(uint64_t seed) : SplitMix(seed * 0x9e3779b97f4a7c15ull + 1) {}
-  double uniform(double lo, double hi) { return lo + (hi - lo) * unit(); }
-  bool chance(double p) { return unit() < p; }
-  template <typename T> void shuffle(std::vector<T> &v) {
-    for (size_t i = v.size(); i > 1; --i)
-      std::swap(v[i - 1], v[size_t(next() % i)]);
-  }
-};
+using Rng = ref::TestRng;
 
 //===----------------------------------------------------------------------===//
 // Configurations.

@@ -54,11 +54,7 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 /// The generator of test/lib/Reference/VerifySchedule.h, seeded apart.
-struct Rng : ref::SplitMix {
-  explicit Rng(uint64_t seed) : SplitMix(seed * 0x9e3779b97f4a7c15ull + 1) {}
-  /// Uniform in [lo, hi).
-  double uniform(double lo, double hi) { return lo + (hi - lo) * unit(); }
-};
+using Rng = ref::TestRng;
 
 //===----------------------------------------------------------------------===//
 // Configurations.

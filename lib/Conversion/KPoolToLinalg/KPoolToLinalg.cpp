@@ -1211,8 +1211,10 @@ struct StepLowering : public KPoolLowering<StepOp> {
               Value acc = poolsBefore(e, o.iro, o.cache, end);
               Value v = arith::TruncIOp::create(b, loc, b.getI32Type(), acc);
               memref::StoreOp::create(b, loc, v, pro, ValueRange{i});
-              recordPooledRequest(e, o, pooled, offsetsBatch, batch.numRows,
-                                  i, acc);
+              e.ifStatus([&] {
+                recordPooledRequest(e, o, pooled, offsetsBatch, batch.numRows,
+                                    i, acc);
+              });
             });
             if (scan)
               e.ifStatus([&] {
@@ -1250,12 +1252,11 @@ struct StepLowering : public KPoolLowering<StepOp> {
   /// Records the findings of the compress part for request `bIdx` (index,
   /// below `offsetsBatch` for there to be one) whose pools start at row
   /// `start` (i64): its rows against `numRows`, and its pools against the
-  /// capacity of `pooled`.
+  /// capacity of `pooled`. Call it under ifStatus.
   static void recordPooledRequest(Emitter &e,
                                   const RingCloseLowering::Operands &o,
                                   Value pooled, Value offsetsBatch,
                                   Value numRows, Value bIdx, Value start) {
-    e.ifStatus([&] {
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, bIdx, offsetsBatch), [&] {
       SmallVector<Emitter::Check> checks = e.rowChecks(o.iro, bIdx, numRows);
       Value noRowLimit = e.noRowLimit();
@@ -1265,7 +1266,6 @@ struct StepLowering : public KPoolLowering<StepOp> {
                               e.toI64(e.dim(pooled, 0))),
                         Finding::PooledCapacity});
       e.record(bIdx, checks);
-    });
     });
   }
 

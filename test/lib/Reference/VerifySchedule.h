@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kpool::reference {
@@ -35,6 +36,21 @@ struct SplitMix {
   }
   /// Uniform in [0, 1).
   double unit() { return double(next() >> 11) * 0x1.0p-53; }
+};
+
+/// The differential tests' generator: SplitMix seeded apart from the
+/// schedules' (seed * golden + 1), with the draws they share.
+struct TestRng : SplitMix {
+  explicit TestRng(uint64_t seed)
+      : SplitMix(seed * 0x9e3779b97f4a7c15ull + 1) {}
+  /// Uniform in [lo, hi).
+  double uniform(double lo, double hi) { return lo + (hi - lo) * unit(); }
+  bool chance(double p) { return unit() < p; }
+  /// Fisher-Yates.
+  template <typename T> void shuffle(std::vector<T> &v) {
+    for (size_t i = v.size(); i > 1; --i)
+      std::swap(v[i - 1], v[size_t(next() % i)]);
+  }
 };
 
 /// The next call of a chunked prefill: `counts[r]` = min(chunk, what is

@@ -419,11 +419,15 @@ public:
     return success();
   }
 
-  /// Appends the status word, when present, to `operands`.
-  static void addStatusOperand(
-      SmallVectorImpl<std::pair<Value, StringRef>> &operands, Value status) {
+  /// checkForm over `operands` and the op's status word (when it has one),
+  /// then checkStatus.
+  LogicalResult checkForm(SmallVector<std::pair<Value, StringRef>> operands,
+                          DestinationStyleOpInterface dps, Value status) {
     if (status)
       operands.push_back({status, "status"});
+    if (failed(checkForm(operands, dps)))
+      return failure();
+    return checkStatus(status);
   }
 
   /// Appends the pool-cache operands that are present to `operands`.
@@ -518,10 +522,8 @@ LogicalResult CompressOp::verify() {
       {getPooled(), "pooled"}};
   OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
                                    getCacheScales());
-  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm(operands, *this)) ||
-      failed(c.checkStatus(getStatus())) ||
+      failed(c.checkForm(operands, *this, getStatus())) ||
       failed(c.checkKeysAndGates(getK(), getGate(), headDim)) ||
       failed(c.checkApe(getApe(), kpool, headDim)) ||
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
@@ -559,10 +561,8 @@ LogicalResult SeedTailOp::verify() {
       {getCacheLengths(), "cache_lengths"},
       {getSlotIdx(), "slot_idx"},
       {getTail(), "tail"}};
-  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm(operands, *this)) ||
-      failed(c.checkStatus(getStatus())))
+      failed(c.checkForm(operands, *this, getStatus())))
     return failure();
   return c.checkRingRequests(getK(), getGate(), getTail(),
                              getInputRowOffsets(), getCacheLengths(),
@@ -594,10 +594,8 @@ LogicalResult RingCloseOp::verify() {
       {getClosedPool(), "closed_pool"}};
   OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
                                    getCacheScales());
-  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm(operands, *this)) ||
-      failed(c.checkStatus(getStatus())))
+      failed(c.checkForm(operands, *this, getStatus())))
     return failure();
   FailureOr<int64_t> batch = c.checkRingCloseInputs(
       getK(), getGate(), getTail(), getApe(), getInputRowOffsets(),
@@ -626,10 +624,8 @@ LogicalResult PoolOffsetsOp::verify() {
       {getInputRowOffsets(), "input_row_offsets"},
       {getCacheLengths(), "cache_lengths"},
       {getPoolRowOffsets(), "pool_row_offsets"}};
-  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkKPool(getKpool())) ||
-      failed(c.checkForm(operands, *this)) ||
-      failed(c.checkStatus(getStatus())) ||
+      failed(c.checkForm(operands, *this, getStatus())) ||
       failed(c.checkMetadata(getInputRowOffsets(), "input_row_offsets")) ||
       failed(c.checkMetadata(getCacheLengths(), "cache_lengths")) ||
       failed(c.checkMetadata(getPoolRowOffsets(), "pool_row_offsets")) ||
@@ -667,10 +663,8 @@ LogicalResult StepOp::verify() {
       {getTail(), "tail"}};
   OperandChecker::addCacheOperands(operands, getBlockTable(), getCacheKeys(),
                                    getCacheScales());
-  OperandChecker::addStatusOperand(operands, getStatus());
   if (failed(c.checkGeometry(kpool, headDim)) ||
-      failed(c.checkForm(operands, *this)) ||
-      failed(c.checkStatus(getStatus())))
+      failed(c.checkForm(operands, *this, getStatus())))
     return failure();
   if (failed(c.checkRingCloseInputs(getK(), getGate(), getTail(), getApe(),
                                     getInputRowOffsets(), getCacheLengths(),
