@@ -39,16 +39,6 @@ public:
   KernelConfig config;
   KernelBackend backend;
 
-  /// Metadata views are read in host memory only: a call on device-resident
-  /// operands never reads them (Validation::Auto skips, Check is an error).
-  static Status readHost(const View &view, std::vector<uint32_t> &out) {
-    out.resize(view.sizes[0]);
-    const auto *data = static_cast<const uint32_t *>(view.data);
-    for (int64_t i = 0; i < view.sizes[0]; ++i)
-      out[i] = data[i * view.strides[0]];
-    return Status();
-  }
-
   /// Entry (i, j) of a 2-D metadata view (the block table) in host memory.
   static std::function<uint32_t(int64_t, int64_t)> tableReader(const View &v) {
     return [v](int64_t i, int64_t j) {
@@ -58,7 +48,7 @@ public:
   }
 
   Validator validator(const char *op) const {
-    return Validator(op, {config.headDim, config.kpool}, readHost);
+    return Validator(op, {config.headDim, config.kpool});
   }
 
   /// How a call handles metadata: whether to read and check it, or the
@@ -86,32 +76,6 @@ public:
       else
         out += *c;
     return out;
-  }
-
-  /// The expected pool_row_offsets of `iro` and `cache` (host memory) into
-  /// `out`: on a host-memory kernel set by its pool_offsets kernel, so the
-  /// metadata arithmetic has one implementation; for the explicit checks of
-  /// a device-resident set (whose kernels cannot read host memory) by the
-  /// same count on the host.
-  Status expectedPoolOffsets(const KernelSet &set, const View &iro,
-                             const View &cache,
-                             std::vector<uint32_t> &out) const {
-    int64_t length = static_cast<int64_t>(out.size());
-    if (!backend.deviceResident)
-      return set.poolOffsets(denseView(out.data(), {length}), iro, cache,
-                             Stream(), Validation::Trust);
-    std::vector<uint32_t> offsets, lengths;
-    readHost(iro, offsets);
-    readHost(cache, lengths);
-    uint64_t K = static_cast<uint64_t>(config.kpool);
-    out[0] = 0;
-    for (int64_t b = 0; b + 1 < length; ++b) {
-      uint64_t c = lengths[b], n = offsets[b + 1] - offsets[b];
-      uint64_t first = (c + K - 1) / K, last = (c + n) / K;
-      out[b + 1] = out[b] + static_cast<uint32_t>(last > first ? last - first
-                                                               : 0);
-    }
-    return Status();
   }
 };
 
@@ -349,12 +313,13 @@ static Status checkPoolOffsetsOperands(Validator &v, const View &pro,
   KPOOL_TRY(checkOffsets(v, cache, iro, pro, batch));
   KPOOL_TRY(v.shape("input_row_offsets", iro, {batch + 1}, "batch + 1"));
   KPOOL_TRY(v.shape("pool_row_offsets", pro, {batch + 1}, "batch + 1"));
-  if (check) {
-    std::vector<uint32_t> offsets;
-    KPOOL_TRY(v.load(iro, offsets));
-    KPOOL_TRY(v.rows(offsets, batch, UINT32_MAX));
-  }
-  return Status();
+  if (!check)
+    return Status();
+  RequestChecks r;
+  r.iro = Metadata(iro);
+  r.rowRequests = batch;
+  r.rows = UINT32_MAX;
+  return v.requests(r);
 }
 
 Status KernelSet::poolOffsets(const View &pro, const View &iro,
@@ -377,8 +342,7 @@ Status KernelSet::checkPoolOffsets(const View &pro, const View &iro,
 }
 
 /// Shape checks of compress; with `check`, its metadata (host memory).
-static Status checkCompressOperands(const KernelSet &set,
-                                    const KernelSetImpl &impl, Validator &v,
+static Status checkCompressOperands(const KernelSetImpl &impl, Validator &v,
                                     const View &pooled, const View &k,
                                     const View &gate, const View &ape,
                                     const View &iro, const View &pro,
@@ -393,14 +357,14 @@ static Status checkCompressOperands(const KernelSet &set,
   KPOOL_TRY(checkOffsets(v, cache, iro, pro, batch));
   if (!check)
     return Status();
-  std::vector<uint32_t> offsets, pools, lengths;
-  KPOOL_TRY(v.load(iro, offsets));
-  KPOOL_TRY(v.load(pro, pools));
-  KPOOL_TRY(v.load(cache, lengths));
-  KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
-  std::vector<uint32_t> expected(batch + 1);
-  KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
-  return v.poolRows(pools, expected, offsets, lengths, pooled.sizes[0]);
+  RequestChecks r;
+  r.iro = Metadata(iro);
+  r.rowRequests = batch;
+  r.rows = k.sizes[0];
+  r.cache = Metadata(cache);
+  r.pro = Metadata(pro);
+  r.pooledRows = pooled.sizes[0];
+  return v.requests(r);
 }
 
 Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
@@ -412,7 +376,7 @@ Status KernelSet::compress(const View &pooled, const View &k, const View &gate,
     return v.error("this kernel set has only the pool_offsets kernel");
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
-  KPOOL_TRY(checkCompressOperands(*this, *impl, v, pooled, k, gate, ape, iro,
+  KPOOL_TRY(checkCompressOperands(*impl, v, pooled, k, gate, ape, iro,
                                   pro, cache, check));
   abi::invoke(impl->backend.compress,
               {pooled, k, gate, ape, iro, pro, cache, stream});
@@ -424,8 +388,23 @@ Status KernelSet::checkCompress(const View &pooled, const View &k,
                                 const View &iro, const View &pro,
                                 const View &cache) const {
   Validator v = impl->validator("compress");
-  return checkCompressOperands(*this, *impl, v, pooled, k, gate, ape, iro, pro,
+  return checkCompressOperands(*impl, v, pooled, k, gate, ape, iro, pro,
                                cache, true);
+}
+
+/// The metadata checks of seed_tail and ring_close: the rows and slots of
+/// the first `numRequests` requests.
+static RequestChecks ringChecks(const View &tail, const View &k,
+                                const View &iro, const View &slots,
+                                int32_t numRequests) {
+  RequestChecks r;
+  r.iro = Metadata(iro);
+  r.rowRequests = numRequests;
+  r.rows = k.sizes[0];
+  r.slots = Metadata(slots);
+  r.slotRequests = numRequests;
+  r.maxSlots = tail.sizes[0];
+  return r;
 }
 
 /// Shape checks shared by seed_tail and ring_close; with `check`, their
@@ -451,11 +430,7 @@ static Status checkRing(Validator &v, const KernelConfig &c, const View &tail,
   if (!check)
     return Status();
   KPOOL_TRY(v.numRequests(numRequests, batch));
-  std::vector<uint32_t> offsets, slotValues;
-  KPOOL_TRY(v.load(iro, offsets));
-  KPOOL_TRY(v.load(slots, slotValues));
-  KPOOL_TRY(v.rows(offsets, numRequests, k.sizes[0]));
-  return v.slots(slotValues, numRequests, tail.sizes[0]);
+  return v.requests(ringChecks(tail, k, iro, slots, numRequests));
 }
 
 Status KernelSet::seedTail(const View &tail, const View &k, const View &gate,
@@ -523,36 +498,33 @@ Status KernelSet::checkRingClose(const View &pooled, const View &closed,
   return checkRingCloseOutputs(v, impl->config, pooled, closed, ape, cache);
 }
 
-/// The step's operands: ring_close's and seed_tail's checks, then with
-/// `check` one more pass over the offsets: every request's rows lie in `k`
-/// and its pools fit `pooled`.
-static Status checkStepOperands(const KernelSet &set, const KernelSetImpl &impl,
-                                Validator &v, const View &closed,
-                                const View &closedPool, const View &pro,
-                                const View &pooled, const View &tail,
-                                const View &k, const View &gate,
-                                const View &ape, const View &iro,
-                                const View &cache, const View &slots,
-                                int32_t numRequests, bool check) {
+/// The step's operands: ring_close's and seed_tail's shape checks, then
+/// with `check` one pass over the metadata: every request's rows lie in
+/// `k`, the live requests' slots are distinct and in the ring, and the
+/// pools fit `pooled`.
+static Status checkStepOperands(const KernelSetImpl &impl, Validator &v,
+                                const View &closed, const View &closedPool,
+                                const View &pro, const View &pooled,
+                                const View &tail, const View &k,
+                                const View &gate, const View &ape,
+                                const View &iro, const View &cache,
+                                const View &slots, int32_t numRequests,
+                                bool check) {
   const KernelConfig &c = impl.config;
   KPOOL_TRY(checkRing(v, c, tail, k, gate, iro, cache, slots, numRequests,
-                      check));
+                      /*check=*/false));
   KPOOL_TRY(checkRingCloseOutputs(v, c, closed, closedPool, ape, cache));
   int64_t batch = cache.sizes[0];
   KPOOL_TRY(v.shape("pool_row_offsets", pro, {batch + 1}, "batch + 1"));
   KPOOL_TRY(v.shape("pooled", pooled, {-1, c.headDim}, "pools x head_dim"));
   if (!check)
     return Status();
-  std::vector<uint32_t> offsets;
-  KPOOL_TRY(v.load(iro, offsets));
-  KPOOL_TRY(v.rows(offsets, batch, k.sizes[0]));
-  std::vector<uint32_t> expected(batch + 1);
-  KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
-  if (expected[batch] > pooled.sizes[0])
-    return v.error("the call completes " + std::to_string(expected[batch]) +
-                   " pool(s), past the " + std::to_string(pooled.sizes[0]) +
-                   " rows of 'pooled'");
-  return Status();
+  KPOOL_TRY(v.numRequests(numRequests, batch));
+  RequestChecks r = ringChecks(tail, k, iro, slots, numRequests);
+  r.rowRequests = batch;
+  r.cache = Metadata(cache);
+  r.pooledRows = pooled.sizes[0];
+  return v.requests(r);
 }
 
 Status KernelSet::step(const View &closed, const View &closedPool,
@@ -566,7 +538,7 @@ Status KernelSet::step(const View &closed, const View &closedPool,
     return v.error("this kernel set has only the pool_offsets kernel");
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
-  KPOOL_TRY(checkStepOperands(*this, *impl, v, closed, closedPool, pro, pooled,
+  KPOOL_TRY(checkStepOperands(*impl, v, closed, closedPool, pro, pooled,
                               tail, k, gate, ape, iro, cache, slots,
                               numRequests, check));
   abi::invoke(impl->backend.step,
@@ -581,7 +553,7 @@ Status KernelSet::checkStep(const View &closed, const View &closedPool,
                             const View &ape, const View &iro, const View &cache,
                             const View &slots, int32_t numRequests) const {
   Validator v = impl->validator("step");
-  return checkStepOperands(*this, *impl, v, closed, closedPool, pro, pooled,
+  return checkStepOperands(*impl, v, closed, closedPool, pro, pooled,
                            tail, k, gate, ape, iro, cache, slots, numRequests,
                            true);
 }
@@ -611,26 +583,23 @@ static Status checkCacheOperands(const KernelSetImpl &impl, Validator &v,
 }
 
 /// The pools compress stores, as (request, pool id), from host metadata
-/// whose rows were checked and the pool counts `expected` (the kernel's own
-/// pool_offsets): request b's last `count` pools before floor((c + n) / K).
-static void compressPools(const std::vector<uint32_t> &offsets,
-                          const std::vector<uint32_t> &lengths,
-                          const std::vector<uint32_t> &expected, int64_t kpool,
+/// whose rows were checked: request b's last completedPools(...) pools
+/// before floor((c + n) / K).
+static void compressPools(Metadata offsets, Metadata lengths, int64_t batch,
+                          int64_t kpool,
                           std::vector<std::pair<int64_t, int64_t>> &pools) {
-  for (size_t b = 0; b < lengths.size(); ++b) {
-    int64_t end =
-        (int64_t(lengths[b]) + int64_t(offsets[b + 1]) - int64_t(offsets[b])) /
-        kpool;
-    int64_t count = int64_t(expected[b + 1]) - int64_t(expected[b]);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t n = int64_t(offsets[b + 1]) - int64_t(offsets[b]);
+    int64_t end = (int64_t(lengths[b]) + n) / kpool;
+    int64_t count = int64_t(completedPools(lengths[b], n, kpool));
     for (int64_t j = 0; j < count; ++j)
-      pools.push_back({int64_t(b), end - count + j});
+      pools.push_back({b, end - count + j});
   }
 }
 
 /// The pools ring_close stores: each live request's pending pool when this
 /// call completes it.
-static void ringClosePools(const std::vector<uint32_t> &offsets,
-                           const std::vector<uint32_t> &lengths,
+static void ringClosePools(Metadata offsets, Metadata lengths,
                            int32_t numRequests, int64_t kpool,
                            std::vector<std::pair<int64_t, int64_t>> &pools) {
   for (int64_t b = 0; b < numRequests; ++b) {
@@ -644,38 +613,32 @@ static void ringClosePools(const std::vector<uint32_t> &offsets,
 /// The table check of a pool-cache call (host metadata, rows already
 /// checked): the pools ring_close stores for its first `closeRequests`
 /// requests (none when negative) and, with `compress`, compress's.
-static Status checkStoredEntries(const KernelSet &set,
-                                 const KernelSetImpl &impl, Validator &v,
+static Status checkStoredEntries(const KernelSetImpl &impl, Validator &v,
                                  const View &keys, const View &table,
                                  const View &iro, const View &cache,
                                  int32_t closeRequests, bool compress) {
-  std::vector<uint32_t> offsets, lengths;
-  KPOOL_TRY(v.load(iro, offsets));
-  KPOOL_TRY(v.load(cache, lengths));
+  Metadata offsets(iro), lengths(cache);
   std::vector<std::pair<int64_t, int64_t>> pools;
   int64_t kpool = impl.config.kpool;
   if (closeRequests >= 0)
     ringClosePools(offsets, lengths, closeRequests, kpool, pools);
-  if (compress) {
-    std::vector<uint32_t> expected(cache.sizes[0] + 1);
-    KPOOL_TRY(impl.expectedPoolOffsets(set, iro, cache, expected));
-    compressPools(offsets, lengths, expected, kpool, pools);
-  }
+  if (compress)
+    compressPools(offsets, lengths, cache.sizes[0], kpool, pools);
   return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1],
                         keys.sizes[0], keys.sizes[1], pools);
 }
 
 static Status checkCompressCacheOperands(
-    const KernelSet &set, const KernelSetImpl &impl, Validator &v,
+    const KernelSetImpl &impl, Validator &v,
     const View &pooled, const View &keys, const View &scales, const View &k,
     const View &gate, const View &ape, const View &iro, const View &pro,
     const View &cache, const View &table, bool check) {
-  KPOOL_TRY(checkCompressOperands(set, impl, v, pooled, k, gate, ape, iro, pro,
+  KPOOL_TRY(checkCompressOperands(impl, v, pooled, k, gate, ape, iro, pro,
                                   cache, check));
   KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, cache.sizes[0]));
   if (!check)
     return Status();
-  return checkStoredEntries(set, impl, v, keys, table, iro, cache,
+  return checkStoredEntries(impl, v, keys, table, iro, cache,
                             /*closeRequests=*/-1, /*compress=*/true);
 }
 
@@ -690,7 +653,7 @@ Status KernelSet::compressCache(const View &pooled, const View &keys,
     return noCacheKernel(*impl, v, "compress_cache");
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
-  KPOOL_TRY(checkCompressCacheOperands(*this, *impl, v, pooled, keys, scales,
+  KPOOL_TRY(checkCompressCacheOperands(*impl, v, pooled, keys, scales,
                                        k, gate, ape, iro, pro, cache, table,
                                        check));
   abi::invoke(impl->backend.compressCache, {pooled, keys, scales, k, gate, ape,
@@ -705,12 +668,12 @@ Status KernelSet::checkCompressCache(const View &pooled, const View &keys,
                                      const View &cache,
                                      const View &table) const {
   Validator v = impl->validator("compress");
-  return checkCompressCacheOperands(*this, *impl, v, pooled, keys, scales, k,
+  return checkCompressCacheOperands(*impl, v, pooled, keys, scales, k,
                                     gate, ape, iro, pro, cache, table, true);
 }
 
 static Status checkRingCloseCacheOperands(
-    const KernelSet &set, const KernelSetImpl &impl, Validator &v,
+    const KernelSetImpl &impl, Validator &v,
     const View &pooled,
     const View &closed, const View &keys, const View &scales, const View &tail,
     const View &k, const View &gate, const View &ape, const View &iro,
@@ -723,7 +686,7 @@ static Status checkRingCloseCacheOperands(
   KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, cache.sizes[0]));
   if (!check)
     return Status();
-  return checkStoredEntries(set, impl, v, keys, table, iro, cache, numRequests,
+  return checkStoredEntries(impl, v, keys, table, iro, cache, numRequests,
                             /*compress=*/false);
 }
 
@@ -740,7 +703,7 @@ Status KernelSet::ringCloseCache(const View &pooled, const View &closed,
     return noCacheKernel(*impl, v, "ring_close_cache");
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
-  KPOOL_TRY(checkRingCloseCacheOperands(*this, *impl, v, pooled, closed, keys,
+  KPOOL_TRY(checkRingCloseCacheOperands(*impl, v, pooled, closed, keys,
                                         scales,
                                         tail, k, gate, ape, iro, cache, slots,
                                         numRequests, table, check));
@@ -756,26 +719,26 @@ Status KernelSet::checkRingCloseCache(
     const View &ape, const View &iro, const View &cache, const View &slots,
     int32_t numRequests, const View &table) const {
   Validator v = impl->validator("ring_close");
-  return checkRingCloseCacheOperands(*this, *impl, v, pooled, closed, keys,
+  return checkRingCloseCacheOperands(*impl, v, pooled, closed, keys,
                                      scales,
                                      tail, k, gate, ape, iro, cache, slots,
                                      numRequests, table, true);
 }
 
 static Status checkStepCacheOperands(
-    const KernelSet &set, const KernelSetImpl &impl, Validator &v,
+    const KernelSetImpl &impl, Validator &v,
     const View &closed, const View &closedPool, const View &pro,
     const View &pooled, const View &tail, const View &keys,
     const View &scales, const View &k, const View &gate, const View &ape,
     const View &iro, const View &cache, const View &slots, int32_t numRequests,
     const View &table, bool check) {
-  KPOOL_TRY(checkStepOperands(set, impl, v, closed, closedPool, pro, pooled,
+  KPOOL_TRY(checkStepOperands(impl, v, closed, closedPool, pro, pooled,
                               tail, k, gate, ape, iro, cache, slots,
                               numRequests, check));
   KPOOL_TRY(checkCacheOperands(impl, v, keys, scales, table, cache.sizes[0]));
   if (!check)
     return Status();
-  return checkStoredEntries(set, impl, v, keys, table, iro, cache, numRequests,
+  return checkStoredEntries(impl, v, keys, table, iro, cache, numRequests,
                             /*compress=*/true);
 }
 
@@ -792,7 +755,7 @@ Status KernelSet::stepCache(const View &closed, const View &closedPool,
     return noCacheKernel(*impl, v, "step_cache");
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, validation, check));
-  KPOOL_TRY(checkStepCacheOperands(*this, *impl, v, closed, closedPool, pro,
+  KPOOL_TRY(checkStepCacheOperands(*impl, v, closed, closedPool, pro,
                                    pooled, tail, keys, scales, k, gate, ape,
                                    iro, cache, slots, numRequests, table,
                                    check));
@@ -811,7 +774,7 @@ Status KernelSet::checkStepCache(const View &closed, const View &closedPool,
                                  const View &slots, int32_t numRequests,
                                  const View &table) const {
   Validator v = impl->validator("step");
-  return checkStepCacheOperands(*this, *impl, v, closed, closedPool, pro,
+  return checkStepCacheOperands(*impl, v, closed, closedPool, pro,
                                 pooled, tail, keys, scales, k, gate, ape, iro,
                                 cache, slots, numRequests, table, true);
 }

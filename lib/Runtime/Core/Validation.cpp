@@ -90,25 +90,6 @@ Status Validator::length(const char *name, const View &view, int64_t length,
                                : "rank " + std::to_string(view.rank)));
 }
 
-Status Validator::rows(const std::vector<uint32_t> &iro, int64_t batch,
-                       int64_t rows) {
-  for (int64_t b = 0; b < batch; ++b) {
-    if (iro[b] <= iro[b + 1] && iro[b + 1] <= rows)
-      continue;
-    std::string req = "request " + std::to_string(b) + ": ";
-    if (iro[b] > iro[b + 1])
-      return error(req + "input_row_offsets[" + std::to_string(b + 1) +
-                   "] = " + std::to_string(iro[b + 1]) +
-                   " is below input_row_offsets[" + std::to_string(b) +
-                   "] = " + std::to_string(iro[b]) + " (rows reversed)");
-    if (iro[b + 1] > rows)
-      return error(req + "input_row_offsets[" + std::to_string(b + 1) +
-                   "] = " + std::to_string(iro[b + 1]) + " reaches past the " +
-                   std::to_string(rows) + " rows of 'k'");
-  }
-  return Status();
-}
-
 Status Validator::numRequests(int32_t numRequests, int64_t batch) {
   if (numRequests >= 0 && numRequests <= batch)
     return Status();
@@ -117,51 +98,123 @@ Status Validator::numRequests(int32_t numRequests, int64_t batch) {
                "] (the batch size)");
 }
 
-Status Validator::slots(const std::vector<uint32_t> &slots, int32_t numRequests,
-                        int64_t maxSlots) {
-  auto field = [&](int64_t b) {
-    return "request " + std::to_string(b) + ": slot_idx[" + std::to_string(b) +
-           "] = " + std::to_string(slots[b]);
-  };
-  for (int64_t b = 0; b < numRequests; ++b)
-    if (slots[b] >= maxSlots)
-      return error(field(b) +
-                   " is not below max_slots = " + std::to_string(maxSlots));
-  // Two requests in one slot would race on the ring.
-  std::vector<std::pair<uint32_t, int64_t>> bySlot;
-  for (int64_t b = 0; b < numRequests; ++b)
-    bySlot.push_back({slots[b], b});
-  std::sort(bySlot.begin(), bySlot.end());
-  for (size_t i = 1; i < bySlot.size(); ++i)
-    if (bySlot[i].first == bySlot[i - 1].first)
-      return error(field(bySlot[i].second) + " is also the slot of request " +
-                   std::to_string(bySlot[i - 1].second));
-  return Status();
-}
+namespace {
 
-Status Validator::poolRows(const std::vector<uint32_t> &pro,
-                           const std::vector<uint32_t> &expected,
-                           const std::vector<uint32_t> &iro,
-                           const std::vector<uint32_t> &cache,
-                           int64_t pooledRows) {
-  int64_t batch = static_cast<int64_t>(cache.size());
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t want = int64_t(expected[b + 1]) - int64_t(expected[b]);
-    int64_t got = int64_t(pro[b + 1]) - int64_t(pro[b]);
-    if (got != want)
+/// Which slots the current call's requests hold: an open-addressing set
+/// of this thread's, sized by the requests (not by max_slots, which may
+/// be huge) and reused across calls, whose entries are tagged with the call
+/// that wrote them, so the duplicate check allocates nothing per call once
+/// warm and clears nothing.
+class SlotSet {
+public:
+  /// Starts a call that marks at most `count` slots.
+  void begin(int64_t count) {
+    size_t want = 16;
+    while (want < size_t(count) * 2)
+      want *= 2;
+    if (entries.size() < want) {
+      entries.assign(want, Entry{});
+      epoch = 0;
+    }
+    mask = entries.size() - 1;
+    if (++epoch == 0) {
+      std::fill(entries.begin(), entries.end(), Entry{});
+      epoch = 1;
+    }
+  }
+  /// Marks `slot`; false when this call marked it before.
+  bool mark(uint32_t slot) {
+    size_t i = (uint64_t(slot) * 0x9E3779B97F4A7C15ull >> 32) & mask;
+    for (;; i = (i + 1) & mask) {
+      Entry &e = entries[i];
+      if (e.epoch != epoch) {
+        e = Entry{epoch, slot};
+        return true;
+      }
+      if (e.slot == slot)
+        return false;
+    }
+  }
+
+private:
+  struct Entry {
+    uint32_t epoch = 0;
+    uint32_t slot = 0;
+  };
+  std::vector<Entry> entries;
+  size_t mask = 0;
+  uint32_t epoch = 0;
+};
+
+} // namespace
+
+Status Validator::requests(const RequestChecks &c) {
+  static thread_local SlotSet stamps;
+  if (c.slotRequests > 0)
+    stamps.begin(c.slotRequests);
+  const uint64_t K = static_cast<uint64_t>(geometry.kpool);
+  uint64_t total = 0;
+  for (int64_t b = 0; b < c.rowRequests; ++b) {
+    uint32_t lo = c.iro[b], hi = c.iro[b + 1];
+    if (lo > hi || hi > c.rows) {
+      std::string req = "request " + std::to_string(b) + ": ";
+      if (lo > hi)
+        return error(req + "input_row_offsets[" + std::to_string(b + 1) +
+                     "] = " + std::to_string(hi) +
+                     " is below input_row_offsets[" + std::to_string(b) +
+                     "] = " + std::to_string(lo) + " (rows reversed)");
+      return error(req + "input_row_offsets[" + std::to_string(b + 1) +
+                   "] = " + std::to_string(hi) + " reaches past the " +
+                   std::to_string(c.rows) + " rows of 'k'");
+    }
+    if (b < c.slotRequests) {
+      uint32_t slot = c.slots[b];
+      auto field = [&] {
+        return "request " + std::to_string(b) + ": slot_idx[" +
+               std::to_string(b) + "] = " + std::to_string(slot);
+      };
+      if (slot >= c.maxSlots)
+        return error(field() +
+                     " is not below max_slots = " + std::to_string(c.maxSlots));
+      // Two requests in one slot would race on the ring.
+      if (!stamps.mark(slot)) {
+        int64_t other = 0;
+        while (c.slots[other] != slot)
+          ++other;
+        return error(field() + " is also the slot of request " +
+                     std::to_string(other));
+      }
+    }
+    if (!c.cache)
+      continue;
+    uint64_t count = completedPools(c.cache[b], hi - lo, K);
+    total += count;
+    if (!c.pro)
+      continue;
+    int64_t got = int64_t(c.pro[b + 1]) - int64_t(c.pro[b]);
+    if (got != int64_t(count))
       return error("request " + std::to_string(b) + ": pool_row_offsets[" +
                    std::to_string(b + 1) + "] - pool_row_offsets[" +
                    std::to_string(b) + "] = " + std::to_string(got) +
-                   ", but the request completes " + std::to_string(want) +
+                   ", but the request completes " + std::to_string(count) +
                    " pool(s) (cache_lengths[" + std::to_string(b) +
-                   "] = " + std::to_string(cache[b]) + ", " +
-                   std::to_string(iro[b + 1] - iro[b]) + " tokens, kpool " +
+                   "] = " + std::to_string(c.cache[b]) + ", " +
+                   std::to_string(hi - lo) + " tokens, kpool " +
                    std::to_string(geometry.kpool) + ")");
   }
-  if (batch > 0 && pro[batch] > pooledRows)
-    return error("pool_row_offsets[" + std::to_string(batch) +
-                 "] = " + std::to_string(pro[batch]) + " is past the " +
-                 std::to_string(pooledRows) + " rows of 'pooled'");
+  if (!c.cache)
+    return Status();
+  int64_t B = c.rowRequests;
+  if (c.pro) {
+    if (B > 0 && c.pro[B] > c.pooledRows)
+      return error("pool_row_offsets[" + std::to_string(B) +
+                   "] = " + std::to_string(c.pro[B]) + " is past the " +
+                   std::to_string(c.pooledRows) + " rows of 'pooled'");
+  } else if (total > uint64_t(c.pooledRows)) {
+    return error("the call completes " + std::to_string(total) +
+                 " pool(s), past the " + std::to_string(c.pooledRows) +
+                 " rows of 'pooled'");
+  }
   return Status();
 }
 

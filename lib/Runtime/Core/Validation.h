@@ -5,7 +5,7 @@
 // op, the request and the field, e.g.
 //   "compress: request 2: input_row_offsets[3] = 70 reaches past the 64
 //    rows of 'k'".
-// Metadata is read through a MetadataReader; it is host memory (a GPU call
+// Metadata is read in place (class Metadata); it is host memory (a GPU call
 // never reads device-resident metadata back).
 //
 //===----------------------------------------------------------------------===//
@@ -21,9 +21,52 @@
 
 namespace kpool::detail {
 
-/// Copies the `count` 32-bit elements of a 1-D view into host memory.
-using MetadataReader =
-    std::function<Status(const View &view, std::vector<uint32_t> &out)>;
+/// A 1-D metadata view (32-bit elements) in host memory, read in place:
+/// validation copies nothing and allocates nothing.
+class Metadata {
+public:
+  Metadata() = default;
+  explicit Metadata(const View &view)
+      : data(static_cast<const uint32_t *>(view.data)),
+        stride(view.strides[0]) {}
+  uint32_t operator[](int64_t i) const { return data[i * stride]; }
+  explicit operator bool() const { return data != nullptr; }
+
+private:
+  const uint32_t *data = nullptr;
+  int64_t stride = 0;
+};
+
+/// The pools a request with `cached` tokens before the call and `tokens`
+/// new ones completes: floor((c + n) / K) - ceil(c / K), at least 0 (the
+/// host's count, which host validation and the pool-cache checks use; the
+/// kernels' is MetadataBuilder::poolRange).
+inline uint64_t completedPools(uint64_t cached, uint64_t tokens,
+                               uint64_t kpool) {
+  uint64_t first = (cached + kpool - 1) / kpool,
+           last = (cached + tokens) / kpool;
+  return last > first ? last - first : 0;
+}
+
+/// What one pass over a call's requests checks (the metadata is host
+/// memory; shapes were checked before).
+struct RequestChecks {
+  /// Requests [0, rowRequests): input_row_offsets ordered and inside the
+  /// `rows` of `k`.
+  Metadata iro;
+  int64_t rowRequests = 0;
+  int64_t rows = 0;
+  /// Requests [0, slotRequests): slot_idx below `maxSlots` and distinct.
+  Metadata slots;
+  int64_t slotRequests = 0;
+  int64_t maxSlots = 0;
+  /// With `cache` (the rows of every request then checked): each request's
+  /// pools are counted; with `pro`, its range there must be that count and
+  /// pro[rowRequests] at most `pooledRows`; without, the total must be.
+  Metadata cache;
+  Metadata pro;
+  int64_t pooledRows = 0;
+};
 
 /// The kernel set's geometry.
 struct Geometry {
@@ -33,8 +76,7 @@ struct Geometry {
 
 class Validator {
 public:
-  Validator(const char *op, Geometry geometry, MetadataReader reader)
-      : op(op), geometry(geometry), read(std::move(reader)) {}
+  Validator(const char *op, Geometry geometry) : op(op), geometry(geometry) {}
 
   /// Shape checks. `expected` holds -1 for a dimension of any size.
   Status shape(const char *name, const View &view,
@@ -49,24 +91,11 @@ public:
   Status length(const char *name, const View &view, int64_t length,
                 const char *what);
 
-  /// Reads a metadata view.
-  Status load(const View &view, std::vector<uint32_t> &out) {
-    return read(view, out);
-  }
-
-  /// Per-request row checks: ordered and inside `rows` (k's rows).
-  Status rows(const std::vector<uint32_t> &iro, int64_t batch, int64_t rows);
   /// `num_requests` in [0, batch].
   Status numRequests(int32_t numRequests, int64_t batch);
-  /// Slots of the first `numRequests` requests: below `maxSlots`, distinct.
-  Status slots(const std::vector<uint32_t> &slots, int32_t numRequests,
-               int64_t maxSlots);
-  /// `pro` has the differences of `expected` (the pool counts) and its
-  /// rows fit in `pooledRows`.
-  Status poolRows(const std::vector<uint32_t> &pro,
-                  const std::vector<uint32_t> &expected,
-                  const std::vector<uint32_t> &iro,
-                  const std::vector<uint32_t> &cache, int64_t pooledRows);
+  /// The per-request checks of `checks`, request by request in one pass
+  /// (the first failing request is reported).
+  Status requests(const RequestChecks &checks);
 
   /// The pool-cache operands' shapes: `keys` [N, page_size, head_dim]
   /// with page_size >= 1, for FP8 `scales` [N, page_size], `table`
@@ -92,7 +121,6 @@ public:
 private:
   const char *op;
   Geometry geometry;
-  MetadataReader read;
 };
 
 } // namespace kpool::detail
