@@ -60,6 +60,9 @@ LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
   linalgOptions.stepOffsets = "scan";
   // Two pools ahead, as the hand-written kernel of kpool-bench-cpu.
   linalgOptions.prefetchPools = 2;
+  // Sixteen pooled rows per iteration: one claimant search per request a
+  // tile meets instead of one per row.
+  linalgOptions.rowsPerIteration = 16;
   pm.addPass(createConvertKPoolToLinalgPass(linalgOptions));
   KPoolVectorizePoolRowsPassOptions vectorizeOptions;
   vectorizeOptions.vectorSize = options.vectorSize;

@@ -58,6 +58,16 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
            "that DRAM-resident inputs arrive while the pool is computed "
            "(0: no prefetch; kpool-lower-to-llvm uses 2; no effect on "
            "results)">,
+    Option<"rowsPerIteration", "rows-per-iteration", "int64_t",
+           /*default=*/"1",
+           "consecutive rows of compress's output (and of kpool.step's, with "
+           "step-offsets=scan) per iteration of the parallel loop: the first "
+           "row of each searches for the request that claims it, the next "
+           "rows follow that request's pools and search again only past "
+           "them (1: a search per row, as the GPU mapping expects; "
+           "kpool-lower-to-llvm uses 16). Valid metadata gets the same "
+           "bits; a row several requests claim gets one of their pools, as "
+           "the contract allows">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

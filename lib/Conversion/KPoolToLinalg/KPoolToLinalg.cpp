@@ -596,16 +596,16 @@ static Emitter emitterFor(OpTy op, OpBuilder &b, int64_t headDim) {
 }
 
 struct CompressLowering : public KPoolLowering<CompressOp> {
-  CompressLowering(MLIRContext *context, int64_t prefetchPools)
-      : KPoolLowering(context), prefetchPools(prefetchPools) {}
+  CompressLowering(MLIRContext *context, const KPoolToLinalgOptions &options)
+      : KPoolLowering(context), options(options) {}
 
-  /// `prefetch-pools`: see Emitter::prefetchMembers.
-  int64_t prefetchPools;
+  /// `prefetch-pools` (Emitter::prefetchMembers) and `rows-per-iteration`.
+  KPoolToLinalgOptions options;
 
   void lower(CompressOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
-    e.prefetchPools = prefetchPools;
+    e.prefetchPools = options.prefetchPools;
     Value k = adaptor.getK(), gate = adaptor.getGate(), ape = adaptor.getApe();
     Value pooled = adaptor.getPooled();
     Value iro = e.signless(adaptor.getInputRowOffsets());
@@ -619,28 +619,37 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
                                             {ape, 1, D},
                                             {pooled, 1, D}}),
                             e.cacheExtentsMatch());
+    int64_t tile = options.rowsPerIteration;
     e.ifThen(shapesOk, [&] {
       e.versionWithCache({k, gate, ape, pooled}, [&](ArrayRef<Value> v) {
-        lowerRows(e, v[0], v[1], v[2], v[3], iro, pro, cache);
+        lowerRows(e, v[0], v[1], v[2], v[3], iro, pro, cache, tile);
       });
     });
   }
 
-  /// The loop over the rows of `pooled`, on one stride version.
+  /// The loop over the rows of `pooled`, on one stride version: one row per
+  /// iteration, or `tile` consecutive rows (see lowerTile).
   static void lowerRows(Emitter &e, Value k, Value gate, Value ape,
-                        Value pooled, Value iro, Value pro, Value cache) {
+                        Value pooled, Value iro, Value pro, Value cache,
+                        int64_t tile) {
     OpBuilder &b = e.b;
     Location loc = e.loc;
     Value numRows = e.tokenRows(k, gate);
     Value batch = e.batchSize({{cache, 0}, {iro, 1}, {pro, 1}});
     Value rows = e.dim(pooled, 0);
+    Value work = tile > 1 ? arith::CeilDivUIOp::create(b, loc, rows, e.idx(tile))
+                                .getResult()
+                          : rows;
     // With a status word, iteration b also checks request b's metadata.
     Value iterations =
-        e.status ? arith::MaxSIOp::create(b, loc, rows, batch).getResult()
-                 : rows;
+        e.status ? arith::MaxSIOp::create(b, loc, work, batch).getResult()
+                 : work;
     e.parallelFor(iterations, [&](Value r) {
-      e.ifThen(e.status ? e.cmp(arith::CmpIPredicate::ult, r, rows) : Value(),
+      e.ifThen(e.status ? e.cmp(arith::CmpIPredicate::ult, r, work) : Value(),
                [&] {
+        if (tile > 1)
+          return lowerTile(e, k, gate, ape, pooled, iro, pro, cache, numRows,
+                           batch, rows, r, tile);
         Value row = e.toI64(r);
         // The request that claims the row (the contract's per-request
         // guard): valid metadata finds it by binary search.
@@ -657,6 +666,78 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
                  [&] { recordRequest(e, iro, pro, cache, numRows, rows, r); });
       });
     });
+  }
+
+  /// Rows `[t * tile, min((t + 1) * tile, rows))` of `pooled` in order: a
+  /// row inside the rows its predecessor's request claims is that
+  /// request's next pool; any other row searches for its claimant
+  /// (findClaimant). With valid metadata a tile searches once per request
+  /// it meets; a row several requests claim gets one of their pools, as
+  /// the contract allows.
+  static void lowerTile(Emitter &e, Value k, Value gate, Value ape,
+                        Value pooled, Value iro, Value pro, Value cache,
+                        Value numRows, Value batch, Value rows, Value t,
+                        int64_t tile) {
+    OpBuilder &b = e.b;
+    Location loc = e.loc;
+    Type i64 = b.getI64Type();
+    Value begin = arith::MulIOp::create(b, loc, t, e.idx(tile));
+    Value end = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, begin, e.idx(tile)), rows);
+    // The claimant (-1: none), its claimed rows [lo, end), and its pools'
+    // first member row and entry id at row 0 (first = base + row * K).
+    SmallVector<Value> none = {e.i64(-1), e.i64(0), e.i64(0), e.i64(0),
+                               e.i64(0)};
+    auto loop = scf::ForOp::create(b, loc, begin, end, e.idx(1), none);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value row = e.toI64(loop.getInductionVar());
+    ValueRange carried = loop.getRegionIterArgs();
+    Value inClaim = arith::AndIOp::create(
+        b, loc, e.cmp(arith::CmpIPredicate::sge, row, carried[1]),
+        e.cmp(arith::CmpIPredicate::slt, row, carried[2]));
+    auto claim = scf::IfOp::create(b, loc, TypeRange(SmallVector<Type>(5, i64)),
+                                   inClaim, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(claim.thenBlock());
+      scf::YieldOp::create(b, loc, carried);
+      b.setInsertionPointToStart(claim.elseBlock());
+      Value owner = e.findClaimant(pro, iro, cache, batch, row, numRows);
+      auto found = scf::IfOp::create(
+          b, loc, TypeRange(SmallVector<Type>(5, i64)),
+          e.cmp(arith::CmpIPredicate::sge, owner, e.i64(0)),
+          /*withElseRegion=*/true);
+      scf::YieldOp::create(b, loc, found.getResults());
+      b.setInsertionPointToStart(found.thenBlock());
+      Value bIdx = e.toIndex(owner);
+      Value lo = e.loadU32(pro, bIdx);
+      Value hi = e.loadU32(pro, arith::AddIOp::create(b, loc, bIdx, e.idx(1)));
+      auto req = e.loadRequest(iro, cache, bIdx, numRows);
+      auto range = e.poolRange(req);
+      // The owner claims the row, so lo <= row < hi and row - lo < count.
+      Value claimEnd = arith::AddIOp::create(
+          b, loc, lo,
+          arith::MinSIOp::create(b, loc, range.count,
+                                 arith::SubIOp::create(b, loc, hi, lo)));
+      Value memberBase = arith::SubIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, req.start, range.skip),
+          arith::MulIOp::create(b, loc, lo, e.i64(e.kpool)));
+      Value entryBase = arith::SubIOp::create(b, loc, range.first, lo);
+      scf::YieldOp::create(b, loc,
+                           ValueRange{owner, lo, claimEnd, memberBase,
+                                      entryBase});
+      b.setInsertionPointToStart(found.elseBlock());
+      scf::YieldOp::create(b, loc, none);
+    }
+    ValueRange now = claim.getResults();
+    e.ifThen(e.cmp(arith::CmpIPredicate::sge, now[0], e.i64(0)), [&] {
+      Value first = arith::AddIOp::create(
+          b, loc, now[3], arith::MulIOp::create(b, loc, row, e.i64(e.kpool)));
+      poolClaimedRow(e, k, gate, ape, pooled, numRows, e.toIndex(now[0]), row,
+                     first, arith::AddIOp::create(b, loc, now[4], row));
+    });
+    scf::YieldOp::create(b, loc, now);
   }
 
   /// Records the findings of request `bIdx` (index): its rows against the
@@ -696,11 +777,20 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
       Value first = arith::AddIOp::create(
           b, loc, arith::AddIOp::create(b, loc, req.start, range.skip),
           arith::MulIOp::create(b, loc, j, e.i64(e.kpool)));
-      e.prefetchMembers(k, gate, first, numRows);
-      poolMembers(e, k, gate, ape, first, pooled, row);
-      e.storeEntry(bIdx, arith::AddIOp::create(b, loc, range.first, j),
-                   e.rowView(pooled, row));
+      poolClaimedRow(e, k, gate, ape, pooled, numRows, bIdx, row, first,
+                     arith::AddIOp::create(b, loc, range.first, j));
     });
+  }
+
+  /// Row `row` (i64) of `pooled`, which request `bIdx` (index) claims: the
+  /// pool whose first member is row `first` (i64) of `k` and `gate`, and
+  /// whose id is `id` (i64; its pool-cache entry).
+  static void poolClaimedRow(Emitter &e, Value k, Value gate, Value ape,
+                             Value pooled, Value numRows, Value bIdx,
+                             Value row, Value first, Value id) {
+    e.prefetchMembers(k, gate, first, numRows);
+    poolMembers(e, k, gate, ape, first, pooled, row);
+    e.storeEntry(bIdx, id, e.rowView(pooled, row));
   }
 
   /// Pooled row `row` of `pooled`: the pool whose members are the rows
@@ -1092,22 +1182,21 @@ struct PoolOffsetsLowering : public KPoolLowering<PoolOffsetsOp> {
 /// its op's extent checks and guards, and the pooling function is the one
 /// of every op, so the results are the four ops' bit for bit.
 struct StepLowering : public KPoolLowering<StepOp> {
-  StepLowering(MLIRContext *context, bool scanOffsets, int64_t prefetchPools)
-      : KPoolLowering(context), scanOffsets(scanOffsets),
-        prefetchPools(prefetchPools) {}
+  StepLowering(MLIRContext *context, const KPoolToLinalgOptions &options)
+      : KPoolLowering(context), options(options) {}
 
   /// `step-offsets=scan`: pool offsets by a sequential scan before the
-  /// loop, pooled rows by binary search over them (the CPU's choice: one
-  /// O(B) pass instead of O(B) per item); otherwise every item walks the
-  /// counts inside the one loop (one GPU launch).
-  bool scanOffsets;
-  /// `prefetch-pools`, for the pooled rows (see Emitter::prefetchMembers).
-  int64_t prefetchPools;
+  /// loop, pooled rows by a search over them (the CPU's choice: one O(B)
+  /// pass instead of O(B) per item), `rows-per-iteration` of them per
+  /// iteration; otherwise every item walks the counts inside the one loop
+  /// (one GPU launch). `prefetch-pools`, for the pooled rows (see
+  /// Emitter::prefetchMembers).
+  KPoolToLinalgOptions options;
 
   void lower(StepOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
-    e.prefetchPools = prefetchPools;
+    e.prefetchPools = options.prefetchPools;
     e.setCacheDest(op, adaptor);
     e.setStatus(adaptor);
     RingCloseLowering::Operands o =
@@ -1137,7 +1226,8 @@ struct StepLowering : public KPoolLowering<StepOp> {
           version.ape = v[3];
           version.pooled = v[4];
           lowerItems(e, version, pro, v[5], numRequests, checks,
-                     scanOffsets);
+                     options.scanStepOffsets,
+                     options.scanStepOffsets ? options.rowsPerIteration : 1);
         });
   }
 
@@ -1148,7 +1238,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
 
   static void lowerItems(Emitter &e, const RingCloseLowering::Operands &o,
                          Value pro, Value pooled, Value numRequests,
-                         const Checks &checks, bool scan) {
+                         const Checks &checks, bool scan, int64_t tile) {
     OpBuilder &b = e.b;
     Location loc = e.loc;
     Emitter::RingBatch batch =
@@ -1158,7 +1248,11 @@ struct StepLowering : public KPoolLowering<StepOp> {
     Value cols = e.dim(o.pooled, 1);
     Value closeRows = arith::MaxSIOp::create(b, loc, rowsP, rowsC);
     Value batchRows = arith::MaxSIOp::create(b, loc, closeRows, offsets);
-    Value items = arith::AddIOp::create(b, loc, batchRows, e.dim(pooled, 0));
+    // The pooled rows' iterations: one per row, or per `tile` rows.
+    Value pooledWork = e.dim(pooled, 0);
+    if (tile > 1)
+      pooledWork = arith::CeilDivUIOp::create(b, loc, pooledWork, e.idx(tile));
+    Value items = arith::AddIOp::create(b, loc, batchRows, pooledWork);
     // pool_offsets' batch and compress's (which also needs offsets).
     Value offsetsBatch = e.batchSize({{o.cache, 0}, {o.iro, 1}});
     Value compressBatch = e.batchSize({{o.cache, 0}, {o.iro, 1}, {pro, 1}});
@@ -1231,6 +1325,14 @@ struct StepLowering : public KPoolLowering<StepOp> {
                 return lowerPooledRow(e, o, pooled, compressBatch,
                                       batch.numRows, e.toI64(r));
               // compress's row, over the offsets the scan wrote.
+              if (tile > 1) {
+                // Rows at or past the total are claimed by no request.
+                Value bound = e.toIndex(arith::MinUIOp::create(
+                    b, loc, total, e.toI64(e.dim(pooled, 0))));
+                return CompressLowering::lowerTile(
+                    e, o.k, o.gate, o.ape, pooled, o.iro, pro, o.cache,
+                    batch.numRows, compressBatch, bound, r, tile);
+              }
               Value row = e.toI64(r);
               e.ifThen(e.cmp(arith::CmpIPredicate::ult, row, total), [&] {
               Value owner = e.findClaimant(pro, o.iro, o.cache, compressBatch,
@@ -1345,10 +1447,9 @@ struct StepLowering : public KPoolLowering<StepOp> {
 } // namespace
 
 void mlir::kpool::populateKPoolToLinalgConversionPatterns(
-    RewritePatternSet &patterns, bool scanStepOffsets, int64_t prefetchPools) {
+    RewritePatternSet &patterns, const KPoolToLinalgOptions &options) {
   patterns.add<RingCloseLowering, SeedTailLowering, PoolOffsetsLowering>(
       patterns.getContext());
-  patterns.add<CompressLowering>(patterns.getContext(), prefetchPools);
-  patterns.add<StepLowering>(patterns.getContext(), scanStepOffsets,
-                             prefetchPools);
+  patterns.add<CompressLowering>(patterns.getContext(), options);
+  patterns.add<StepLowering>(patterns.getContext(), options);
 }

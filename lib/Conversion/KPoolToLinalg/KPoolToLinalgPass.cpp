@@ -72,9 +72,19 @@ struct ConvertKPoolToLinalgPass
           << static_cast<int64_t>(prefetchPools);
       return signalPassFailure();
     }
+    if (rowsPerIteration < 1) {
+      getOperation()->emitError()
+          << "convert-kpool-to-linalg: rows-per-iteration must be at least 1, "
+             "got "
+          << static_cast<int64_t>(rowsPerIteration);
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
-    populateKPoolToLinalgConversionPatterns(patterns, stepOffsets == "scan",
-                                            prefetchPools);
+    KPoolToLinalgOptions options;
+    options.scanStepOffsets = stepOffsets == "scan";
+    options.prefetchPools = prefetchPools;
+    options.rowsPerIteration = rowsPerIteration;
+    populateKPoolToLinalgConversionPatterns(patterns, options);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       return signalPassFailure();

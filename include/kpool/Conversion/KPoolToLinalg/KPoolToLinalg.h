@@ -9,16 +9,23 @@ namespace mlir {
 class RewritePatternSet;
 
 namespace kpool {
+/// The CPU-oriented choices of the lowering (the options of
+/// `convert-kpool-to-linalg`; the defaults suit every backend).
+struct KPoolToLinalgOptions {
+  /// `step-offsets=scan`: kpool.step scans its offsets before the loop.
+  bool scanStepOffsets = false;
+  /// `prefetch-pools`: the prefetch distance of compress's rows.
+  int64_t prefetchPools = 0;
+  /// `rows-per-iteration`: pooled rows per parallel iteration.
+  int64_t rowsPerIteration = 1;
+};
+
 /// Adds the conversion patterns that lower the buffer form of the kpool ops
 /// to linalg, scf, memref, arith and math (see `convert-kpool-to-linalg`,
 /// which applies them with `applyPartialConversion`, the kpool dialect
-/// illegal). A kpool op in tensor form matches no pattern. `scanStepOffsets`
-/// selects kpool.step's offsets strategy (the pass's `step-offsets=scan`),
-/// `prefetchPools` the prefetch distance of compress's rows (the pass's
-/// `prefetch-pools`).
-void populateKPoolToLinalgConversionPatterns(RewritePatternSet &patterns,
-                                             bool scanStepOffsets = false,
-                                             int64_t prefetchPools = 0);
+/// illegal). A kpool op in tensor form matches no pattern.
+void populateKPoolToLinalgConversionPatterns(
+    RewritePatternSet &patterns, const KPoolToLinalgOptions &options = {});
 } // namespace kpool
 } // namespace mlir
 
