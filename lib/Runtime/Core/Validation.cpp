@@ -17,9 +17,9 @@ static std::string formatShape(const int64_t *sizes, int64_t rank) {
   return os.str();
 }
 
-Status Validator::shape(const char *name, const View &view,
-                        std::initializer_list<int64_t> expected,
-                        const char *what) {
+Status Validator::shapeError(const char *name, const View &view,
+                             std::initializer_list<int64_t> expected,
+                             const char *what) {
   int64_t rank = static_cast<int64_t>(expected.size());
   bool ok = view.rank == rank;
   int64_t elements = 1, i = 0;

@@ -78,9 +78,14 @@ class Validator {
 public:
   Validator(const char *op, Geometry geometry) : op(op), geometry(geometry) {}
 
-  /// Shape checks. `expected` holds -1 for a dimension of any size.
+  /// Shape checks. `expected` holds -1 for a dimension of any size. Inline:
+  /// a call checks a dozen shapes, and only a failure leaves the header.
   Status shape(const char *name, const View &view,
-               std::initializer_list<int64_t> expected, const char *what);
+               std::initializer_list<int64_t> expected, const char *what) {
+    if (shapeMatches(view, expected))
+      return Status();
+    return shapeError(name, view, expected, what);
+  }
   /// A 1-D per-request operand (cache_lengths): its length is the batch
   /// size, below 2^31. Sets `batch`.
   Status batch(const char *name, const View &view, int64_t &batch);
@@ -119,6 +124,26 @@ public:
   }
 
 private:
+  /// What shape() accepts: the rank and extents, at most 2^60 elements (a
+  /// view's element offsets and byte sizes are 64-bit), and a data pointer
+  /// when there are elements.
+  static bool shapeMatches(const View &view,
+                           std::initializer_list<int64_t> expected) {
+    if (view.rank != static_cast<int64_t>(expected.size()))
+      return false;
+    int64_t elements = 1, i = 0;
+    for (int64_t e : expected) {
+      int64_t size = view.sizes[i++];
+      if (size < 0 || (e >= 0 && size != e) ||
+          __builtin_mul_overflow(elements, size, &elements))
+        return false;
+    }
+    return elements <= (int64_t(1) << 60) && (elements == 0 || view.data);
+  }
+  /// The error shape() returns when shapeMatches() fails.
+  Status shapeError(const char *name, const View &view,
+                    std::initializer_list<int64_t> expected, const char *what);
+
   const char *op;
   Geometry geometry;
 };
