@@ -6,7 +6,8 @@
 // counting wrappers around glibc's, JIT-compiles a CPU kernel set, warms
 // each entry point up with one call, and then counts the heap allocations
 // of many validated calls of every op on a ragged decode batch, fused step
-// included. It prints one line per entry point and exits 1 if any
+// included, and of the pool-cache entry points (FP8, Hadamard, paged). It
+// prints one line per entry point and exits 1 if any
 // allocated. A call that fails validation builds its message and may
 // allocate; the program checks that one such call still reports its error.
 //
@@ -135,6 +136,43 @@ int main(int argc, char **argv) {
                           apeV, iroV, cacheV, slotV, live);
        }},
   };
+  // The production pool cache (FP8 with the Hadamard rotation) on a second
+  // set: every request owns its own pages of a paged cache.
+  KernelConfig cacheConfig = config;
+  cacheConfig.cache.entry = CacheEntry::FP8;
+  cacheConfig.cache.rotate = CacheRotate::Hadamard;
+  auto cacheSet = KernelSet::get(cacheConfig, status);
+  if (!cacheSet) {
+    std::printf("FAIL: no pool-cache kernel set: %s\n",
+                status.message().c_str());
+    return 1;
+  }
+  const int64_t pageSize = 16, W = (cache[B - 1] + 16) / pageSize + 1,
+                N = B * W;
+  std::vector<uint8_t> cacheKeys(N * pageSize * D);
+  std::vector<float> cacheScales(N * pageSize);
+  std::vector<uint32_t> table(B * W);
+  for (int64_t i = 0; i < B * W; ++i)
+    table[i] = uint32_t(B * W - 1 - i);
+  View keysV = denseView(cacheKeys.data(), {N, pageSize, D}),
+       scalesV = denseView(cacheScales.data(), {N, pageSize}),
+       tableV = denseView(table.data(), {B, W});
+  entryPoints.push_back({"compress (pool cache)", [&] {
+                           return cacheSet->compressCache(
+                               pooledV, keysV, scalesV, kV, gV, apeV, iroV,
+                               proV, cacheV, tableV);
+                         }});
+  entryPoints.push_back({"ring_close (pool cache)", [&] {
+                           return cacheSet->ringCloseCache(
+                               closedRowsV, closedV, keysV, scalesV, tailV, kV,
+                               gV, apeV, iroV, cacheV, slotV, live, tableV);
+                         }});
+  entryPoints.push_back({"step (pool cache)", [&] {
+                           return cacheSet->stepCache(
+                               closedRowsV, closedV, proV, capacityV, tailV,
+                               keysV, scalesV, kV, gV, apeV, iroV, cacheV,
+                               slotV, live, tableV);
+                         }});
   bool ok = true;
   for (EntryPoint &e : entryPoints) {
     Status warm = e.call(); // the first call may set up per-thread state

@@ -39,14 +39,6 @@ public:
   KernelConfig config;
   KernelBackend backend;
 
-  /// Entry (i, j) of a 2-D metadata view (the block table) in host memory.
-  static std::function<uint32_t(int64_t, int64_t)> tableReader(const View &v) {
-    return [v](int64_t i, int64_t j) {
-      return static_cast<const uint32_t *>(
-          v.data)[i * v.strides[0] + j * v.strides[1]];
-    };
-  }
-
   Validator validator(const char *op) const {
     return Validator(op, {config.headDim, config.kpool});
   }
@@ -618,14 +610,15 @@ static Status checkStoredEntries(const KernelSetImpl &impl, Validator &v,
                                  const View &iro, const View &cache,
                                  int32_t closeRequests, bool compress) {
   Metadata offsets(iro), lengths(cache);
-  std::vector<std::pair<int64_t, int64_t>> pools;
+  // This thread's buffer, reused: no allocation per call once warm.
+  static thread_local std::vector<std::pair<int64_t, int64_t>> pools;
+  pools.clear();
   int64_t kpool = impl.config.kpool;
   if (closeRequests >= 0)
     ringClosePools(offsets, lengths, closeRequests, kpool, pools);
   if (compress)
     compressPools(offsets, lengths, cache.sizes[0], kpool, pools);
-  return v.cacheEntries(KernelSetImpl::tableReader(table), table.sizes[1],
-                        keys.sizes[0], keys.sizes[1], pools);
+  return v.cacheEntries(table, keys.sizes[0], keys.sizes[1], pools);
 }
 
 static Status checkCompressCacheOperands(

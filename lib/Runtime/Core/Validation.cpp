@@ -236,33 +236,39 @@ Status Validator::cacheShapes(const View &keys, const View &scales,
 }
 
 Status Validator::cacheEntries(
-    const std::function<uint32_t(int64_t, int64_t)> &tableAt, int64_t width,
-    int64_t pages,
-    int64_t pageSize, const std::vector<std::pair<int64_t, int64_t>> &pools) {
+    const View &table, int64_t pages, int64_t pageSize,
+    const std::vector<std::pair<int64_t, int64_t>> &pools) {
+  const int64_t width = table.sizes[1];
+  auto tableAt = [&](int64_t b, int64_t i) {
+    return static_cast<const uint32_t *>(
+        table.data)[b * table.strides[0] + i * table.strides[1]];
+  };
   // Each stored entry as (page * pageSize + row, index into `pools`),
   // sorted to find two pools in one entry: O(P log P) on flat integers,
-  // the same order of work as reading the metadata.
-  std::vector<std::pair<uint64_t, size_t>> entries;
-  entries.reserve(pools.size());
+  // the same order of work as reading the metadata. This thread's buffer,
+  // reused: no allocation per call once warm.
+  static thread_local std::vector<std::pair<uint64_t, size_t>> entries;
+  entries.clear();
   for (size_t i = 0; i < pools.size(); ++i) {
-    auto [b, p] = pools[i];
-    std::string req = "request " + std::to_string(b) + ": ";
+    const int64_t b = pools[i].first, p = pools[i].second;
+    // Only a failure builds a message.
+    auto req = [&] { return "request " + std::to_string(b) + ": "; };
     int64_t index = p / pageSize;
     auto entry = [&] {
       return "block_table[" + std::to_string(b) + ", " +
              std::to_string(index) + "]";
     };
     if (index >= width)
-      return error(req + "pool " + std::to_string(p) + " goes to " + entry() +
+      return error(req() + "pool " + std::to_string(p) + " goes to " + entry() +
                    ", past the table's " + std::to_string(width) +
                    " pages per request (page_size " +
                    std::to_string(pageSize) + ")");
     uint32_t page = tableAt(b, index);
     if (page == UINT32_MAX)
-      return error(req + "pool " + std::to_string(p) + " goes to " + entry() +
+      return error(req() + "pool " + std::to_string(p) + " goes to " + entry() +
                    ", which is -1 (padding)");
     if (page >= pages)
-      return error(req + entry() + " = " + std::to_string(page) +
+      return error(req() + entry() + " = " + std::to_string(page) +
                    " is not below the cache's " + std::to_string(pages) +
                    " pages (pool " + std::to_string(p) + ")");
     entries.push_back(

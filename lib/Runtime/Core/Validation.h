@@ -16,7 +16,6 @@
 #include "kpool/Runtime/Status.h"
 #include "kpool/Runtime/View.h"
 
-#include <functional>
 #include <vector>
 
 namespace kpool::detail {
@@ -108,12 +107,11 @@ public:
   Status cacheShapes(const View &keys, const View &scales, const View &table,
                      int64_t batch, bool fp8);
   /// The entries the call stores, `pools` as (request, absolute pool id):
-  /// each has a page index below the table's width `width`, a page there
+  /// each has a page index below the width of `table` (the block table,
+  /// host memory, read only at the entries the pools use), a page there
   /// (not the -1 padding) below `pages`, and no two pools (of one request or
-  /// of two) store into one entry. `tableAt(b, i)` reads the table (host
-  /// memory), only at the entries the pools use.
-  Status cacheEntries(const std::function<uint32_t(int64_t, int64_t)> &tableAt,
-                      int64_t width, int64_t pages, int64_t pageSize,
+  /// of two) store into one entry.
+  Status cacheEntries(const View &table, int64_t pages, int64_t pageSize,
                       const std::vector<std::pair<int64_t, int64_t>> &pools);
 
   /// The op, e.g. "compress".
