@@ -9,7 +9,8 @@
 // included, and of the pool-cache entry points (FP8, Hadamard, paged). It
 // prints one line per entry point and exits 1 if any
 // allocated. A call that fails validation builds its message and may
-// allocate; the program checks that one such call still reports its error.
+// allocate; the program checks that such calls still report their errors
+// (a duplicate slot only when nothing else is wrong).
 //
 // Usage: kpool-call-allocations [calls-per-entry-point]
 //
@@ -201,5 +202,14 @@ int main(int argc, char **argv) {
   std::printf("%s: a duplicate slot is still reported: %s\n",
               reported ? "PASS" : "FAIL", bad.message().c_str());
   ok &= reported;
+  // With a later request's slot out of the ring too, that is the error:
+  // the duplicate, which no kernel guard sees, comes only last.
+  slots[9] = uint32_t(B + 5);
+  bad = set->seedTail(tailV, kV, gV, iroV, cacheV, slotV, live);
+  bool last = !bad.ok() &&
+              bad.message().find("is not below max_slots") != std::string::npos;
+  std::printf("%s: a duplicate slot comes after other faults: %s\n",
+              last ? "PASS" : "FAIL", bad.message().c_str());
+  ok &= last;
   return ok ? 0 : 1;
 }

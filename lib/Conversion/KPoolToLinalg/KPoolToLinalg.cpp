@@ -672,7 +672,10 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
   /// row inside the rows its predecessor's request claims is that
   /// request's next pool; any other row searches for its claimant
   /// (findClaimant). With valid metadata a tile searches once per request
-  /// it meets; a row several requests claim gets one of their pools, as
+  /// it meets, and once per row no request claims (compress's rows past
+  /// pro[B] of a larger output: bad metadata may still claim them, so they
+  /// cannot be skipped; kpool.step bounds its tiles by the total it
+  /// scanned). A row several requests claim gets one of their pools, as
   /// the contract allows.
   static void lowerTile(Emitter &e, Value k, Value gate, Value ape,
                         Value pooled, Value iro, Value pro, Value cache,

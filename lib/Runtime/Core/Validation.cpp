@@ -3,6 +3,7 @@
 #include "Validation.h"
 
 #include <algorithm>
+#include <cassert>
 #include <sstream>
 
 using namespace kpool;
@@ -149,11 +150,18 @@ private:
 } // namespace
 
 Status Validator::requests(const RequestChecks &c) {
+  assert(c.slotRequests <= c.rowRequests &&
+         "slots are checked with their requests' rows");
   static thread_local SlotSet stamps;
   if (c.slotRequests > 0)
     stamps.begin(c.slotRequests);
   const uint64_t K = static_cast<uint64_t>(geometry.kpool);
   uint64_t total = 0;
+  // The first request whose slot an earlier request holds. Reported last,
+  // after every other finding: it is the one finding no kernel guard sees
+  // (the status word cannot report it), so any other fault of the call is
+  // the error, as the kernels would record it.
+  int64_t duplicate = -1;
   for (int64_t b = 0; b < c.rowRequests; ++b) {
     uint32_t lo = c.iro[b], hi = c.iro[b + 1];
     if (lo > hi || hi > c.rows) {
@@ -177,13 +185,8 @@ Status Validator::requests(const RequestChecks &c) {
         return error(field() +
                      " is not below max_slots = " + std::to_string(c.maxSlots));
       // Two requests in one slot would race on the ring.
-      if (!stamps.mark(slot)) {
-        int64_t other = 0;
-        while (c.slots[other] != slot)
-          ++other;
-        return error(field() + " is also the slot of request " +
-                     std::to_string(other));
-      }
+      if (!stamps.mark(slot) && duplicate < 0)
+        duplicate = b;
     }
     if (!c.cache)
       continue;
@@ -202,18 +205,25 @@ Status Validator::requests(const RequestChecks &c) {
                    std::to_string(hi - lo) + " tokens, kpool " +
                    std::to_string(geometry.kpool) + ")");
   }
-  if (!c.cache)
-    return Status();
   int64_t B = c.rowRequests;
-  if (c.pro) {
+  if (c.cache && c.pro) {
     if (B > 0 && c.pro[B] > c.pooledRows)
       return error("pool_row_offsets[" + std::to_string(B) +
                    "] = " + std::to_string(c.pro[B]) + " is past the " +
                    std::to_string(c.pooledRows) + " rows of 'pooled'");
-  } else if (total > uint64_t(c.pooledRows)) {
+  } else if (c.cache && total > uint64_t(c.pooledRows)) {
     return error("the call completes " + std::to_string(total) +
                  " pool(s), past the " + std::to_string(c.pooledRows) +
                  " rows of 'pooled'");
+  }
+  if (duplicate >= 0) {
+    uint32_t slot = c.slots[duplicate];
+    int64_t other = 0;
+    while (c.slots[other] != slot)
+      ++other;
+    return error("request " + std::to_string(duplicate) + ": slot_idx[" +
+                 std::to_string(duplicate) + "] = " + std::to_string(slot) +
+                 " is also the slot of request " + std::to_string(other));
   }
   return Status();
 }

@@ -55,7 +55,9 @@ struct RequestChecks {
   Metadata iro;
   int64_t rowRequests = 0;
   int64_t rows = 0;
-  /// Requests [0, slotRequests): slot_idx below `maxSlots` and distinct.
+  /// Requests [0, slotRequests), at most rowRequests of them: slot_idx
+  /// below `maxSlots` and distinct (a duplicate, which no kernel guard
+  /// sees, is reported only when nothing else is wrong).
   Metadata slots;
   int64_t slotRequests = 0;
   int64_t maxSlots = 0;
@@ -97,8 +99,9 @@ public:
 
   /// `num_requests` in [0, batch].
   Status numRequests(int32_t numRequests, int64_t batch);
-  /// The per-request checks of `checks`, request by request in one pass
-  /// (the first failing request is reported).
+  /// The per-request checks of `checks`, request by request in one pass:
+  /// the first failing request is reported (a duplicate slot only when
+  /// nothing else fails).
   Status requests(const RequestChecks &checks);
 
   /// The pool-cache operands' shapes: `keys` [N, page_size, head_dim]

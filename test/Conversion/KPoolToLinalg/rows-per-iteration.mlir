@@ -32,8 +32,9 @@
 // CHECK:           scf.yield
 // ONE-LABEL:   func.func @compress
 // ONE-NOT:     arith.ceildivui
-// ONE-NOT:     iter_args
 // ONE:         scf.parallel
+// ONE-NOT:     iter_args
+// ONE:         return
 // BAD:         convert-kpool-to-linalg: rows-per-iteration must be at least 1, got 0
 func.func @compress(%k: memref<?x32xf32>, %ape: memref<2x32xf32>,
     %iro: memref<?xui32>, %pro: memref<?xui32>, %cache: memref<?xui32>,
@@ -56,6 +57,9 @@ func.func @compress(%k: memref<?x32xf32>, %ape: memref<2x32xf32>,
 // STEP:        %[[TILES:.*]] = arith.ceildivui %{{.*}}, %c16 : index
 // STEP:        %[[ITEMS:.*]] = arith.addi %{{.*}}, %[[TILES]] : index
 // STEP:        scf.parallel (%{{.*}}) = (%c0) to (%[[ITEMS]])
+// STEP:        %[[BOUND:.*]] = arith.minui %[[TOTAL:.*]], %{{.*}} : i64
+// STEP:        %[[END:.*]] = arith.index_castui %[[BOUND]] : i64 to index
+// STEP:        arith.minui %{{.*}}, %[[END]] : index
 // STEP:        scf.for {{.*}} iter_args(%{{.*}} = %c-1_i64, {{.*}}) -> (i64, i64, i64, i64, i64)
 // WALK-LABEL:  func.func @step
 // WALK-NOT:    arith.ceildivui
