@@ -63,6 +63,9 @@ LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
   // Sixteen pooled rows per iteration: one claimant search per request a
   // tile meets instead of one per row.
   linalgOptions.rowsPerIteration = 16;
+  // Pools of more than 4 members in the member loop: unrolled, their z
+  // values outgrow AVX2's 16 vector registers (same bits either way).
+  linalgOptions.unrollMembers = 4;
   pm.addPass(createConvertKPoolToLinalgPass(linalgOptions));
   KPoolVectorizePoolRowsPassOptions vectorizeOptions;
   vectorizeOptions.vectorSize = options.vectorSize;

@@ -33,11 +33,11 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
     operand whose dynamic extent disagrees with `head_dim`/`kpool` makes the
     op a no-op instead of an out-of-bounds access.
 
-    Pools of more than 16 members are computed in a loop over the members
-    (a `linalg.generic` over the channels tagged `kpool.pool_row_loop`, whose
-    body reads each member's rows; the same operations in the same order, so
-    the same bits), so that the IR and compile time do not grow with
-    `kpool`.
+    Pools of more than 16 members (`unroll-members`) are computed in a loop
+    over the members (a `linalg.generic` over the channels tagged
+    `kpool.pool_row_loop`, whose body reads each member's rows; the same
+    operations in the same order, so the same bits), so that the IR and
+    compile time do not grow with `kpool`.
 
     Pooled rows are tagged `kpool.pool_row` for the vectorization and GPU
     mapping passes, and each op's top-level `scf.parallel` carries
@@ -58,6 +58,13 @@ def ConvertKPoolToLinalgPass : Pass<"convert-kpool-to-linalg"> {
            "that DRAM-resident inputs arrive while the pool is computed "
            "(0: no prefetch; kpool-lower-to-llvm uses 2; no effect on "
            "results)">,
+    Option<"unrollMembers", "unroll-members", "int64_t", /*default=*/"16",
+           "pools of at most this many members (1 to 16) are unrolled, one "
+           "linalg.generic input per member row; larger pools use the member "
+           "loop (two loops over the members, tagged kpool.pool_row_loop), "
+           "with the same bits. kpool-lower-to-llvm uses 4: on AVX2 the "
+           "unrolled form of 8 members spills the members' z values, and the "
+           "loop was 5-10% faster there">,
     Option<"rowsPerIteration", "rows-per-iteration", "int64_t",
            /*default=*/"1",
            "consecutive rows of compress's output (and of kpool.step's, with "

@@ -537,13 +537,18 @@ public:
   bool generalStrides = false;
   /// Pools ahead whose member rows compress's rows prefetch (0: none).
   int64_t prefetchPools = 0;
+  /// Pools of at most this many members are unrolled, larger ones use the
+  /// member loop (`unroll-members`; the same bits either way).
+  int64_t unrollMembers = kMaxUnrolledMembers;
+  bool unrolledPools() const { return kpool <= unrollMembers; }
 
   /// Prefetches, when `prefetchPools` is set, the key and gate rows of the
   /// pool `prefetchPools` pools after the one whose members start at row
   /// `first` (i64) of `k` and `gate` (`numRows` i64 rows, at least one):
   /// every cache line of each member row, the row clamped to the last one
   /// (a prefetch has no effect on results). Pools of more than
-  /// kMaxUnrolledMembers members are not prefetched.
+  /// kMaxUnrolledMembers members are not prefetched (the code would grow
+  /// with kpool).
   void prefetchMembers(Value k, Value gate, Value first, Value numRows) {
     if (prefetchPools <= 0 || kpool > kMaxUnrolledMembers)
       return;
@@ -599,13 +604,15 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
   CompressLowering(MLIRContext *context, const KPoolToLinalgOptions &options)
       : KPoolLowering(context), options(options) {}
 
-  /// `prefetch-pools` (Emitter::prefetchMembers) and `rows-per-iteration`.
+  /// `prefetch-pools` (Emitter::prefetchMembers), `rows-per-iteration` and
+  /// `unroll-members`.
   KPoolToLinalgOptions options;
 
   void lower(CompressOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
     e.prefetchPools = options.prefetchPools;
+    e.unrollMembers = options.unrollMembers;
     Value k = adaptor.getK(), gate = adaptor.getGate(), ape = adaptor.getApe();
     Value pooled = adaptor.getPooled();
     Value iro = e.signless(adaptor.getInputRowOffsets());
@@ -804,7 +811,7 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
       Value memberRow = arith::AddIOp::create(e.b, e.loc, first, m);
       return {e.rowView(k, memberRow), e.rowView(gate, memberRow)};
     };
-    if (e.kpool > kMaxUnrolledMembers)
+    if (!e.unrolledPools())
       return e.poolRowLoop(member, ape, e.rowView(pooled, row));
     SmallVector<Value> keys, gates;
     for (int64_t m = 0; m < e.kpool; ++m) {
@@ -817,7 +824,11 @@ struct CompressLowering : public KPoolLowering<CompressOp> {
 };
 
 struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
-  using KPoolLowering::KPoolLowering;
+  RingCloseLowering(MLIRContext *context, const KPoolToLinalgOptions &options)
+      : KPoolLowering(context), options(options) {}
+
+  /// `unroll-members`.
+  KPoolToLinalgOptions options;
 
   /// The operands one stride version of the lowering works on.
   struct Operands {
@@ -865,6 +876,7 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
 
   void lower(RingCloseOp op, OpAdaptor adaptor, OpBuilder &b) const override {
     Emitter e = emitterFor(op, b, op.getHeadDim());
+    e.unrollMembers = options.unrollMembers;
     e.setCacheDest(op, adaptor);
     e.setStatus(adaptor);
     Operands o = operandsOf(e, adaptor, adaptor.getPooled());
@@ -980,7 +992,7 @@ struct RingCloseLowering : public KPoolLowering<RingCloseOp> {
               e.selectView(fromRing, e.ringView(o.tail, safeSlot, 1, ringRow),
                            e.rowView(o.gate, row))};
     };
-    if (e.kpool > kMaxUnrolledMembers) {
+    if (!e.unrolledPools()) {
       Value base = e.ringRow(
           arith::MulIOp::create(b, loc, p.id, e.i64(e.kpool)), window);
       return e.poolRowLoop(
@@ -1200,6 +1212,7 @@ struct StepLowering : public KPoolLowering<StepOp> {
     int64_t D = op.getHeadDim();
     Emitter e = emitterFor(op, b, D);
     e.prefetchPools = options.prefetchPools;
+    e.unrollMembers = options.unrollMembers;
     e.setCacheDest(op, adaptor);
     e.setStatus(adaptor);
     RingCloseLowering::Operands o =
@@ -1451,8 +1464,8 @@ struct StepLowering : public KPoolLowering<StepOp> {
 
 void mlir::kpool::populateKPoolToLinalgConversionPatterns(
     RewritePatternSet &patterns, const KPoolToLinalgOptions &options) {
-  patterns.add<RingCloseLowering, SeedTailLowering, PoolOffsetsLowering>(
-      patterns.getContext());
+  patterns.add<SeedTailLowering, PoolOffsetsLowering>(patterns.getContext());
+  patterns.add<RingCloseLowering>(patterns.getContext(), options);
   patterns.add<CompressLowering>(patterns.getContext(), options);
   patterns.add<StepLowering>(patterns.getContext(), options);
 }

@@ -10,6 +10,7 @@
 
 #include "kpool/Conversion/Passes.h"
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
+#include "kpool/Dialect/KPool/Utils/Pooling.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -79,8 +80,16 @@ struct ConvertKPoolToLinalgPass
           << static_cast<int64_t>(rowsPerIteration);
       return signalPassFailure();
     }
+    if (unrollMembers < 1 || unrollMembers > kMaxUnrolledMembers) {
+      getOperation()->emitError()
+          << "convert-kpool-to-linalg: unroll-members must be in [1, "
+          << kMaxUnrolledMembers << "], got "
+          << static_cast<int64_t>(unrollMembers);
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
     KPoolToLinalgOptions options;
+    options.unrollMembers = unrollMembers;
     options.scanStepOffsets = stepOffsets == "scan";
     options.prefetchPools = prefetchPools;
     options.rowsPerIteration = rowsPerIteration;

@@ -18,6 +18,9 @@ struct KPoolToLinalgOptions {
   int64_t prefetchPools = 0;
   /// `rows-per-iteration`: pooled rows per parallel iteration.
   int64_t rowsPerIteration = 1;
+  /// `unroll-members`: pools of at most this many members are unrolled,
+  /// larger ones use the member loop (at most kMaxUnrolledMembers, 16).
+  int64_t unrollMembers = 16;
 };
 
 /// Adds the conversion patterns that lower the buffer form of the kpool ops
