@@ -54,6 +54,18 @@ def ring(rng, etype, slots=8):
                     1)
 
 
+def step_case(rng, etype):
+    """A ragged step's numpy operands and ring, and their torch twins
+    (k, gate, ape, input_row_offsets, cache_lengths, slot_idx)."""
+    iro, cache = metadata()
+    k, gate, ape = random_inputs(rng, int(iro[-1]), D, K, etype, signed=True)
+    tail = ring(rng, etype)
+    twins = (to_torch(k, etype), to_torch(gate, etype), torch.from_numpy(ape),
+             torch.from_numpy(iro), torch.from_numpy(cache),
+             torch.tensor(SLOTS, dtype=torch.int32))
+    return iro, cache, k, gate, ape, tail, twins
+
+
 @pytest.mark.parametrize("etype", ETYPES)
 def test_compress_and_pool_offsets(rng, etype):
     iro, cache = metadata()
@@ -80,14 +92,9 @@ def test_compress_and_pool_offsets(rng, etype):
 
 @pytest.mark.parametrize("etype", ETYPES)
 def test_ring_close_seed_tail_step(rng, etype):
-    iro, cache = metadata()
-    k, gate, ape = random_inputs(rng, int(iro[-1]), D, K, etype, signed=True)
-    tail = ring(rng, etype)
+    iro, cache, k, gate, ape, tail, twins = step_case(rng, etype)
     ks = kpool.kernel_set(etype, D, K)
-    tk, tg = to_torch(k, etype), to_torch(gate, etype)
-    ta = torch.from_numpy(ape)
-    t_iro, t_cache = torch.from_numpy(iro), torch.from_numpy(cache)
-    t_slots = torch.tensor(SLOTS, dtype=torch.int32)
+    tk, tg, ta, t_iro, t_cache, t_slots = twins
 
     pooled, closed = kpool.ring_close(tail, k, gate, ape, iro, cache, SLOTS)
     t_pooled, t_closed = zeros(pooled.shape, etype), torch.zeros(
@@ -220,15 +227,9 @@ def test_custom_ops_alias_annotations():
 
 @pytest.mark.parametrize("etype", ETYPES)
 def test_custom_ops_match_the_numpy_api(rng, etype):
-    iro, cache = metadata()
-    k, gate, ape = random_inputs(rng, int(iro[-1]), D, K, etype, signed=True)
-    tail = ring(rng, etype)
+    iro, cache, k, gate, ape, tail, twins = step_case(rng, etype)
     ks = kpool.kernel_set(etype, D, K)
-    tk, tg = to_torch(k, etype), to_torch(gate, etype)
-    ta = torch.from_numpy(ape)
-    t_iro = torch.from_numpy(iro)
-    t_cache = torch.from_numpy(cache)
-    t_slots = torch.tensor(SLOTS, dtype=torch.int32)
+    tk, tg, ta, t_iro, t_cache, t_slots = twins
     ops = torch.ops.kpool
 
     pro = kpool.pool_offsets(iro, cache, K)

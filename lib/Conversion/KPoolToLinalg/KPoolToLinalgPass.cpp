@@ -20,6 +20,8 @@
 #include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/FoldUtils.h"
 
+#include <limits>
+
 namespace mlir::kpool {
 #define GEN_PASS_DEF_CONVERTKPOOLTOLINALGPASS
 #include "kpool/Conversion/Passes.h.inc"
@@ -67,26 +69,24 @@ struct ConvertKPoolToLinalgPass
           << stepOffsets << "'";
       return signalPassFailure();
     }
-    if (prefetchPools < 0) {
+    // An integer option outside [lo, hi] (`expected` in words) fails the
+    // pass with the option's name and value.
+    auto outOfRange = [&](StringRef option, int64_t value, int64_t lo,
+                          int64_t hi, const Twine &expected) {
+      if (value >= lo && value <= hi)
+        return false;
       getOperation()->emitError()
-          << "convert-kpool-to-linalg: prefetch-pools must be 0 or more, got "
-          << static_cast<int64_t>(prefetchPools);
+          << "convert-kpool-to-linalg: " << option << " must be " << expected
+          << ", got " << value;
+      return true;
+    };
+    constexpr int64_t any = std::numeric_limits<int64_t>::max();
+    if (outOfRange("prefetch-pools", prefetchPools, 0, any, "0 or more") ||
+        outOfRange("rows-per-iteration", rowsPerIteration, 1, any,
+                   "at least 1") ||
+        outOfRange("unroll-members", unrollMembers, 1, kMaxUnrolledMembers,
+                   "in [1, " + Twine(kMaxUnrolledMembers) + "]"))
       return signalPassFailure();
-    }
-    if (rowsPerIteration < 1) {
-      getOperation()->emitError()
-          << "convert-kpool-to-linalg: rows-per-iteration must be at least 1, "
-             "got "
-          << static_cast<int64_t>(rowsPerIteration);
-      return signalPassFailure();
-    }
-    if (unrollMembers < 1 || unrollMembers > kMaxUnrolledMembers) {
-      getOperation()->emitError()
-          << "convert-kpool-to-linalg: unroll-members must be in [1, "
-          << kMaxUnrolledMembers << "], got "
-          << static_cast<int64_t>(unrollMembers);
-      return signalPassFailure();
-    }
     RewritePatternSet patterns(&getContext());
     KPoolToLinalgOptions options;
     options.unrollMembers = unrollMembers;
