@@ -76,7 +76,7 @@ target_link_libraries(kpool_dialect INTERFACE
   MLIRKPool MLIRKPoolUtils MLIRKPoolTransforms MLIR LLVM)
 add_library(kpool_passes INTERFACE)
 target_link_libraries(kpool_passes INTERFACE kpool_dialect
-  KPoolRegistration KPoolPipelines MLIRKPoolToLinalg MLIR LLVM)
+  KPoolRegistration KPoolPipelines MLIRKPoolToLinalg MLIRKPoolToGPU MLIR LLVM)
 add_library(kpool_runtime INTERFACE)
 target_link_libraries(kpool_runtime INTERFACE kpool_passes KPoolRuntimeJit
   MLIR LLVM)

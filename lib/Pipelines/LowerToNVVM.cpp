@@ -12,9 +12,12 @@
 
 #include "kpool/Pipelines/Pipelines.h"
 
+#include "PipelineSteps.h"
+
 #include <cstdio>
 
 #include "kpool/Conversion/Passes.h"
+#include "kpool/Conversion/KPoolToGPU/KPoolToGPU.h"
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
@@ -89,6 +92,24 @@ bool hasHardwareFP8(const std::string &chip) {
 bool isFile(const std::string &path) {
   return llvm::sys::fs::exists(path) && !llvm::sys::fs::is_directory(path);
 }
+
+/// kpool-map-to-gpu's options in the pipeline.
+mlir::kpool::KPoolMapToGPUPassOptions
+mapToGPUOptions(const mlir::kpool::KPoolToNVVMPipelineOptions &options) {
+  mlir::kpool::KPoolMapToGPUPassOptions mapOptions;
+  mapOptions.vectorBytes = options.vectorBytes;
+  mapOptions.blockSize = options.blockSize;
+  // The standalone pipeline's functions hold only kpool's kernels on the
+  // caller's device buffers: nothing may touch memory on the host.
+  mapOptions.checkHostAccess = true;
+  mapOptions.approximateExp = options.approximateExp;
+  mapOptions.fastMath = options.fastMath;
+  mapOptions.gridBlocks = options.gridBlocks;
+  // The FP8 conversion instruction (cvt...e4m3x2) exists from sm_89 on;
+  // older chips get the exact software conversion, the same codes.
+  mapOptions.hardwareFP8 = hasHardwareFP8(options.chip);
+  return mapOptions;
+}
 } // namespace
 
 LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &options,
@@ -132,16 +153,9 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &
   if (options.optLevel < 0 || options.optLevel > 3)
     return fail("opt-level must be in [0, 3], got " +
                 std::to_string(options.optLevel));
-  if (options.vectorBytes < 1 || options.vectorBytes > 16 ||
-      !llvm::isPowerOf2_64(options.vectorBytes))
-    return fail("vector-bytes must be a power of two in [1, 16], got " +
-                std::to_string(options.vectorBytes));
-  if (options.blockSize < 1 || options.blockSize > 1024)
-    return fail("block-size must be in [1, 1024], got " +
-                std::to_string(options.blockSize));
-  if (options.gridBlocks < 1 || options.gridBlocks > (int64_t(1) << 31) - 1)
-    return fail("grid-blocks must be in [1, 2^31 - 1], got " +
-                std::to_string(options.gridBlocks));
+  std::string mapError;
+  if (failed(verifyMapToGPUOptions(mapToGPUOptions(options), mapError)))
+    return fail(mapError);
   if (options.minBlocksPerSM < 0 || options.minBlocksPerSM > 64)
     return fail("min-blocks-per-sm must be in [0, 64], got " +
                 std::to_string(options.minBlocksPerSM));
@@ -182,41 +196,23 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &
 LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
                                               const KPoolToNVVMPipelineOptions &options,
                                               std::string *error) {
-  std::string message;
-  if (failed(verifyLowerToNVVMOptions(options, message))) {
-    if (error)
-      *error = message;
-    return failure();
-  }
   // kpool -> gpu.launch over the structured IR.
   // Bufferization without deallocation: that makes a public function return
   // owned buffers, so each returned argument would get a bufferization.clone,
   // i.e. a host allocation and a host copy of device memory. The kernels
   // allocate nothing (kpool-map-to-gpu rejects host buffers), so there is
   // nothing to free.
-  if (options.fuseStep)
-    pm.addPass(createKPoolFuseStepPass());
-  if (options.bufferize)
-    buildBufferizationPipeline(pm, /*deallocate=*/false);
+  if (failed(beginPipeline(pm, options, verifyLowerToNVVMOptions,
+                           /*deallocate=*/false, error)))
+    return failure();
   // No canonicalization before the mapping: it would fold pool_offsets'
   // one-iteration parallel loop, whose scan must run on the device.
   pm.addPass(createConvertKPoolToLinalgPass());
-  KPoolMapToGPUPassOptions mapOptions;
-  mapOptions.vectorBytes = options.vectorBytes;
-  mapOptions.blockSize = options.blockSize;
-  // The standalone pipeline's functions hold only kpool's kernels on the
-  // caller's device buffers: nothing may touch memory on the host.
-  mapOptions.checkHostAccess = true;
   // verifyLowerToNVVMOptions made sure libdevice exists unless exp is
   // approximated (math.exp would otherwise stay an unresolved __nv_expf).
   std::string toolkit = resolveCudaToolkitPath(options.cudaToolkit);
-  mapOptions.approximateExp = options.approximateExp;
-  mapOptions.fastMath = options.fastMath;
-  mapOptions.gridBlocks = options.gridBlocks;
-  // The FP8 conversion instruction (cvt...e4m3x2) exists from sm_89 on;
-  // older chips get the exact software conversion, the same codes.
-  mapOptions.hardwareFP8 = hasHardwareFP8(options.chip);
-  pm.addNestedPass<func::FuncOp>(createKPoolMapToGPUPass(mapOptions));
+  pm.addNestedPass<func::FuncOp>(
+      createKPoolMapToGPUPass(mapToGPUOptions(options)));
   // The scalar channel loops are already scf.for; this catches any other
   // linalg op a caller put next to the kpool ops.
   pm.addPass(createConvertLinalgToLoopsPass());

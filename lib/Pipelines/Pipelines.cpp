@@ -2,6 +2,8 @@
 
 #include "kpool/Pipelines/Pipelines.h"
 
+#include "PipelineSteps.h"
+
 #include "kpool/Conversion/Passes.h"
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
@@ -30,6 +32,14 @@ void kpool::buildBufferizationPipeline(OpPassManager &pm, bool deallocate) {
   pm.addPass(createConvertBufferizationToMemRefPass());
 }
 
+void kpool::addFuseAndBufferize(OpPassManager &pm, bool fuseStep,
+                                bool bufferize, bool deallocate) {
+  if (fuseStep)
+    pm.addPass(createKPoolFuseStepPass());
+  if (bufferize)
+    buildBufferizationPipeline(pm, deallocate);
+}
+
 LogicalResult kpool::verifyLowerToLLVMOptions(const KPoolToLLVMPipelineOptions &options,
                                               std::string &error) {
   if (options.vectorSize < 0) {
@@ -44,16 +54,9 @@ LogicalResult kpool::verifyLowerToLLVMOptions(const KPoolToLLVMPipelineOptions &
 LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
                                               const KPoolToLLVMPipelineOptions &options,
                                               std::string *error) {
-  std::string message;
-  if (failed(verifyLowerToLLVMOptions(options, message))) {
-    if (error)
-      *error = message;
+  if (failed(beginPipeline(pm, options, verifyLowerToLLVMOptions,
+                           options.deallocate, error)))
     return failure();
-  }
-  if (options.fuseStep)
-    pm.addPass(createKPoolFuseStepPass());
-  if (options.bufferize)
-    buildBufferizationPipeline(pm, options.deallocate);
   // The CPU runs kpool.step's offsets scan as a prologue of its loop (one
   // O(B) pass); a GPU launch cannot, so kpool-lower-to-nvvm walks.
   ConvertKPoolToLinalgPassOptions linalgOptions;

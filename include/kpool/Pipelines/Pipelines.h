@@ -187,6 +187,11 @@ std::string resolveCudaToolkitPath(StringRef option);
 /// allocates nothing can skip it and update in place with no copy.
 void buildBufferizationPipeline(OpPassManager &pm, bool deallocate = true);
 
+/// The start both pipelines share: kpool-fuse-step when `fuseStep`, then,
+/// when `bufferize`, buildBufferizationPipeline(pm, deallocate).
+void addFuseAndBufferize(OpPassManager &pm, bool fuseStep, bool bufferize,
+                         bool deallocate);
+
 /// Registers `kpool-lower-to-llvm` (and the GPU pipeline when it is built).
 void registerPipelines();
 

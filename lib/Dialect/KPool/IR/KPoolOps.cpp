@@ -446,27 +446,6 @@ private:
   Operation *op;
 };
 
-/// Reports reads of the memref operands (of the `outs`, where readsInit
-/// says so) and writes of the memref `outs`.
-void getDpsEffects(
-    DestinationStyleOpInterface op,
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  for (OpOperand &operand : op->getOpOperands()) {
-    if (!isa<MemRefType>(operand.get().getType()))
-      continue;
-    bool init = op.isDpsInit(&operand);
-    if (!init || readsInit(op, operand))
-      effects.emplace_back(MemoryEffects::Read::get(), &operand, /*stage=*/0,
-                           /*effectOnFullRegion=*/true,
-                           SideEffects::DefaultResource::get());
-    if (init)
-      effects.emplace_back(MemoryEffects::Write::get(), &operand, /*stage=*/1,
-                           /*effectOnFullRegion=*/true,
-                           SideEffects::DefaultResource::get());
-  }
-}
-
 /// Whether `operand` is `op`'s status word.
 bool isStatusOperand(Operation *op, OpOperand &operand) {
   auto is = [&](MutableOperandRange range) {
@@ -492,6 +471,26 @@ template <typename OpTy> bool isCacheInit(OpTy op, OpOperand &init) {
 }
 
 } // namespace
+
+void mlir::kpool::getKernelOpEffects(
+    Operation *op,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  auto dps = cast<DestinationStyleOpInterface>(op);
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    bool init = dps.isDpsInit(&operand);
+    if (!init || readsInit(op, operand))
+      effects.emplace_back(MemoryEffects::Read::get(), &operand, /*stage=*/0,
+                           /*effectOnFullRegion=*/true,
+                           SideEffects::DefaultResource::get());
+    if (init)
+      effects.emplace_back(MemoryEffects::Write::get(), &operand, /*stage=*/1,
+                           /*effectOnFullRegion=*/true,
+                           SideEffects::DefaultResource::get());
+  }
+}
 
 bool mlir::kpool::readsInit(Operation *op, OpOperand &init) {
   // The status word keeps its smallest finding: its old value is read.
@@ -541,12 +540,6 @@ LogicalResult CompressOp::verify() {
                       getRotate(), getScale(), getK(), headDim, *batch);
 }
 
-void CompressOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  getDpsEffects(*this, effects);
-}
-
 //===----------------------------------------------------------------------===//
 // SeedTailOp
 //===----------------------------------------------------------------------===//
@@ -567,12 +560,6 @@ LogicalResult SeedTailOp::verify() {
   return c.checkRingRequests(getK(), getGate(), getTail(),
                              getInputRowOffsets(), getCacheLengths(),
                              getSlotIdx(), kpool, headDim);
-}
-
-void SeedTailOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  getDpsEffects(*this, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -608,12 +595,6 @@ LogicalResult RingCloseOp::verify() {
                       getRotate(), getScale(), getK(), headDim, *batch);
 }
 
-void RingCloseOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  getDpsEffects(*this, effects);
-}
-
 //===----------------------------------------------------------------------===//
 // PoolOffsetsOp
 //===----------------------------------------------------------------------===//
@@ -634,12 +615,6 @@ LogicalResult PoolOffsetsOp::verify() {
                            {getPoolRowOffsets(), "pool_row_offsets", 1}})))
     return failure();
   return success();
-}
-
-void PoolOffsetsOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  getDpsEffects(*this, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -683,12 +658,6 @@ LogicalResult StepOp::verify() {
     return failure();
   return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
                       getRotate(), getScale(), getK(), headDim, *all);
-}
-
-void StepOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  getDpsEffects(*this, effects);
 }
 
 //===----------------------------------------------------------------------===//
