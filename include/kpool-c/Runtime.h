@@ -186,7 +186,28 @@ typedef enum KPoolStatusFinding {
   KPOOL_STATUS_TABLE_PADDING = 8,          ///< block_table entry -1
   KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE = 9, ///< page >= the cache's pages
   KPOOL_STATUS_NUM_REQUESTS = 10,          ///< num_requests outside [0, B]
+  KPOOL_STATUS_EXTENT = 11,                ///< an extent contradicts the op
 } KPoolStatusFinding;
+
+/// The operand a KPOOL_STATUS_EXTENT word names, in its bits 8-15 (bits
+/// 16-19: the dimension; 20-23: what the extent must be; 24-43: the run-time
+/// extent; 44-63: the expected one, both saturated at 2^20 - 1). Decode it
+/// with kpoolStatusWordError: "'k' dimension 1 is 8 at run time, expected 4
+/// (head_dim) ...".
+typedef enum KPoolStatusOperand {
+  KPOOL_STATUS_OPERAND_K = 1,
+  KPOOL_STATUS_OPERAND_GATE = 2,
+  KPOOL_STATUS_OPERAND_APE = 3,
+  KPOOL_STATUS_OPERAND_INPUT_ROW_OFFSETS = 4,
+  KPOOL_STATUS_OPERAND_POOL_ROW_OFFSETS = 5,
+  KPOOL_STATUS_OPERAND_CACHE_LENGTHS = 6,
+  KPOOL_STATUS_OPERAND_SLOT_IDX = 7,
+  KPOOL_STATUS_OPERAND_TAIL = 8,
+  KPOOL_STATUS_OPERAND_POOLED = 9,
+  KPOOL_STATUS_OPERAND_CLOSED = 10,
+  KPOOL_STATUS_OPERAND_CLOSED_POOL = 11,
+  KPOOL_STATUS_OPERAND_CACHE_KEYS = 12,
+} KPoolStatusOperand;
 
 /// The error a status word holds: NULL for 0 (nothing found), else the
 /// request and field the kernels found at fault, e.g. "request 3:

@@ -490,7 +490,7 @@ KPoolError *kpoolCheckStepCache(
 // The C names of StatusWord.h's findings, code for code, and no finding
 // without one.
 #define KPOOL_STATUS_C_CODE(name, code, field, what) +1
-static_assert(0 KPOOL_STATUS_FINDINGS(KPOOL_STATUS_C_CODE) == 10,
+static_assert(0 KPOOL_STATUS_FINDINGS(KPOOL_STATUS_C_CODE) == 11,
               "a finding without a KPOOL_STATUS_* name in kpool-c/Runtime.h");
 #undef KPOOL_STATUS_C_CODE
 static_assert(KPOOL_STATUS_ROWS_REVERSED == int(kpool::status::Finding::RowsReversed));
@@ -503,6 +503,25 @@ static_assert(KPOOL_STATUS_TABLE_PAST_WIDTH == int(kpool::status::Finding::Table
 static_assert(KPOOL_STATUS_TABLE_PADDING == int(kpool::status::Finding::TablePadding));
 static_assert(KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE == int(kpool::status::Finding::TablePageOutOfRange));
 static_assert(KPOOL_STATUS_NUM_REQUESTS == int(kpool::status::Finding::NumRequests));
+static_assert(KPOOL_STATUS_EXTENT == int(kpool::status::Finding::Extent));
+// The C names of StatusWord.h's operand ids, id for id.
+#define KPOOL_STATUS_C_OPERAND(name, id, spelling) +1
+static_assert(0 KPOOL_STATUS_OPERANDS(KPOOL_STATUS_C_OPERAND) == 12,
+              "an operand without a KPOOL_STATUS_OPERAND_* name in "
+              "kpool-c/Runtime.h");
+#undef KPOOL_STATUS_C_OPERAND
+static_assert(KPOOL_STATUS_OPERAND_K == int(kpool::status::Operand::K));
+static_assert(KPOOL_STATUS_OPERAND_GATE == int(kpool::status::Operand::Gate));
+static_assert(KPOOL_STATUS_OPERAND_APE == int(kpool::status::Operand::Ape));
+static_assert(KPOOL_STATUS_OPERAND_INPUT_ROW_OFFSETS == int(kpool::status::Operand::InputRowOffsets));
+static_assert(KPOOL_STATUS_OPERAND_POOL_ROW_OFFSETS == int(kpool::status::Operand::PoolRowOffsets));
+static_assert(KPOOL_STATUS_OPERAND_CACHE_LENGTHS == int(kpool::status::Operand::CacheLengths));
+static_assert(KPOOL_STATUS_OPERAND_SLOT_IDX == int(kpool::status::Operand::SlotIdx));
+static_assert(KPOOL_STATUS_OPERAND_TAIL == int(kpool::status::Operand::Tail));
+static_assert(KPOOL_STATUS_OPERAND_POOLED == int(kpool::status::Operand::Pooled));
+static_assert(KPOOL_STATUS_OPERAND_CLOSED == int(kpool::status::Operand::Closed));
+static_assert(KPOOL_STATUS_OPERAND_CLOSED_POOL == int(kpool::status::Operand::ClosedPool));
+static_assert(KPOOL_STATUS_OPERAND_CACHE_KEYS == int(kpool::status::Operand::CacheKeys));
 
 KPoolError *kpoolStatusWordError(uint64_t word) {
   return wrap(kpool::statusWordError(word));

@@ -96,17 +96,20 @@ def test_ring_close_bad_metadata(call):
 
 def test_shapes(call):
     with pytest.raises(kpool.KPoolError,
-                       match=r"'ape' must have shape \[4, 16\] \(kpool x "
-                             r"head_dim\), got \[4, 8\]"):
+                       match=r"'ape' dimension 1 is 8 at run time, "
+                             r"expected 16 \(head_dim\)"):
         ks = kpool.KernelSet("bf16", D, K)
         ks.compress(call["k"], call["gate"], call["ape"][:, :8], call["iro"],
                     None, call["cache"])
-    with pytest.raises(kpool.KPoolError, match="'input_row_offsets' must "
-                                               "have 3 entries"):
+    with pytest.raises(kpool.KPoolError,
+                       match=r"'input_row_offsets' dimension 0 is 2 at run "
+                             r"time, expected 3 \(one more than "
+                             r"cache_lengths\)"):
         kpool.compress(call["k"], call["gate"], call["ape"], [0, 12], None,
                        call["cache"])
-    with pytest.raises(kpool.KPoolError, match=r"'gate' has 11 rows, 'k' "
-                                               r"has 12"):
+    with pytest.raises(kpool.KPoolError,
+                       match=r"'gate' dimension 0 is 11 at run time, "
+                             r"expected 12 \(the rows of 'k'\)"):
         kpool.compress(call["k"], call["gate"][:11], call["ape"],
                        call["iro"], None, call["cache"])
 

@@ -3,6 +3,7 @@
 #include "CacheStore.h"
 
 #include "Emitter.h"
+#include "ExtentChecks.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -21,15 +22,22 @@ CacheStore::CacheStore(Emitter &e, const CacheDest &cacheDest)
     dest.table = e.signless(dest.table);
 }
 
-Value CacheStore::extentsMatch() {
-  if (!dest.table)
-    return Value();
-  return e.extentsMatch({{dest.keys, 2, e.headDim}});
+void CacheStore::addExtentChecks(ExtentChecks &checks) {
+  if (dest.table)
+    checks.equal(dest.keys, 2, ::kpool::status::Operand::CacheKeys,
+                 ::kpool::status::Expectation::HeadDim, e.headDim);
 }
 
 void CacheStore::withKeys(Value keys, function_ref<void()> fn) {
   llvm::SaveAndRestore<Value> version(dest.keys, keys);
   fn();
+}
+
+void CacheStore::withRefinedKeys(ExtentChecks &checks,
+                                 function_ref<void()> fn) {
+  if (!dest.table)
+    return fn();
+  withKeys(checks.refined(dest.keys), fn);
 }
 
 void CacheStore::storeEntry(Value bIdx, Value poolId, Value value) {

@@ -15,6 +15,7 @@
 namespace mlir::kpool::lowering {
 
 class Emitter;
+class ExtentChecks;
 
 /// An op's pool-cache destination (`table` null when it has none).
 struct CacheDest {
@@ -49,12 +50,16 @@ public:
   /// The cache's keys (the version versionWithKeys is emitting).
   Value keys() const { return dest.keys; }
 
-  /// i1: the cache's extents agree with the op (its rows are head_dim
-  /// long), or null when there is no cache or nothing to check.
-  Value extentsMatch();
+  /// Adds the cache's extent checks to `checks`: its rows are head_dim
+  /// long (the page count and page size may be anything; the placement
+  /// guards bound each entry).
+  void addExtentChecks(ExtentChecks &checks);
 
   /// Runs `fn` with the cache's keys replaced by `keys` (a cast of them).
   void withKeys(Value keys, function_ref<void()> fn);
+  /// Runs `fn` with the cache's keys refined by `checks`
+  /// (ExtentChecks::refined), or directly when there is no cache.
+  void withRefinedKeys(ExtentChecks &checks, function_ref<void()> fn);
 
   /// Stores pool `poolId` (i64) of batch row `bIdx` (index), whose dense
   /// value is the row view `value`, into its pool-cache entry when the op

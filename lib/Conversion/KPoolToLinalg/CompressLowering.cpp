@@ -106,28 +106,51 @@ static void lowerRows(Emitter &e, const CompressOperands &o, int64_t tile) {
   });
 }
 
-SmallVector<StaticExtent> lowering::compressExtents(Emitter &e,
-                                                    const CompressOperands &o) {
+void lowering::addCompressChecks(ExtentChecks &checks, Emitter &e,
+                                 const CompressOperands &o,
+                                 ::kpool::status::Operand pooledName) {
+  using Operand = ::kpool::status::Operand;
+  using Expectation = ::kpool::status::Expectation;
   int64_t D = e.headDim;
-  return {{o.k, 1, D},
-          {o.gate, 1, D},
-          {o.ape, 0, e.kpool},
-          {o.ape, 1, D},
-          {o.pooled, 1, D}};
+  checks.equal(o.k, 1, Operand::K, Expectation::HeadDim, D);
+  checks.equal(o.gate, 1, Operand::Gate, Expectation::HeadDim, D);
+  checks.sameAs(o.gate, 0, Operand::Gate, Expectation::TokenRows, o.k, 0);
+  checks.equal(o.ape, 0, Operand::Ape, Expectation::KPool, e.kpool);
+  checks.equal(o.ape, 1, Operand::Ape, Expectation::HeadDim, D);
+  checks.equal(o.pooled, 1, pooledName, Expectation::HeadDim, D);
+  checks.sameAs(o.iro, 0, Operand::InputRowOffsets, Expectation::BatchPlusOne,
+                o.cache, 0, 1);
+  checks.sameAs(o.pro, 0, Operand::PoolRowOffsets, Expectation::BatchPlusOne,
+                o.cache, 0, 1);
+  e.cache.addExtentChecks(checks);
+}
+
+CompressOperands lowering::refined(ExtentChecks &checks,
+                                   const CompressOperands &o) {
+  CompressOperands r = o;
+  r.k = checks.refined(o.k);
+  r.gate = checks.refined(o.gate);
+  r.ape = checks.refined(o.ape);
+  r.pooled = checks.refined(o.pooled);
+  return r;
 }
 
 void lowering::lowerCompress(Emitter &e, const CompressOperands &o,
                              int64_t tile) {
-  Value shapesOk =
-      e.both(e.extentsMatch(compressExtents(e, o)), e.cache.extentsMatch());
-  e.ifThen(shapesOk, [&] {
-    e.versionWithCache({o.k, o.gate, o.ape, o.pooled}, [&](ArrayRef<Value> v) {
-      CompressOperands version = o;
-      version.k = v[0];
-      version.gate = v[1];
-      version.ape = v[2];
-      version.pooled = v[3];
-      lowerRows(e, version, tile);
+  ExtentChecks checks(e);
+  addCompressChecks(checks, e, o);
+  checks.guard([&] {
+    CompressOperands r = refined(checks, o);
+    e.cache.withRefinedKeys(checks, [&] {
+      e.versionWithCache({r.k, r.gate, r.ape, r.pooled},
+                         [&](ArrayRef<Value> v) {
+                           CompressOperands version = r;
+                           version.k = v[0];
+                           version.gate = v[1];
+                           version.ape = v[2];
+                           version.pooled = v[3];
+                           lowerRows(e, version, tile);
+                         });
     });
   });
 }

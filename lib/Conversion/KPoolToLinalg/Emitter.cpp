@@ -44,17 +44,6 @@ Value Emitter::both(Value lhs, Value rhs) {
   return arith::AndIOp::create(b, loc, lhs, rhs);
 }
 
-Value Emitter::extentsMatch(ArrayRef<StaticExtent> checks) {
-  Value ok;
-  for (auto [memref, d, expected] : checks) {
-    if (!cast<MemRefType>(memref.getType()).isDynamicDim(d))
-      continue;
-    Value same = cmp(arith::CmpIPredicate::eq, dim(memref, d), idx(expected));
-    ok = ok ? arith::AndIOp::create(b, loc, ok, same).getResult() : same;
-  }
-  return ok;
-}
-
 int64_t Emitter::innermostStride(MemRefType type) {
   auto [strides, offset] = type.getStridesAndOffset();
   return strides.empty() ? 1 : strides.back();

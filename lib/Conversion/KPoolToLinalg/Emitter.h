@@ -22,7 +22,6 @@
 #include "mlir/IR/OpDefinition.h"
 
 #include <string>
-#include <tuple>
 
 namespace mlir::kpool::lowering {
 
@@ -39,10 +38,6 @@ struct KernelSpec {
   /// member loop (`unroll-members`; the same bits either way).
   int64_t unrollMembers = kMaxUnrolledMembers;
 };
-
-/// A dynamic extent and the static value the op expects for it:
-/// (memref, dimension, expected extent).
-using StaticExtent = std::tuple<Value, int64_t, int64_t>;
 
 /// Emits the IR of one op's lowering at the insertion point of `b`.
 class Emitter : public MetadataBuilder {
@@ -71,11 +66,6 @@ public:
   Value i1(bool v);
   /// `lhs && rhs` where either may be null (always true).
   Value both(Value lhs, Value rhs);
-
-  /// i1 that holds when every dynamic extent listed equals its static
-  /// expectation, or null when all of them are static (the verifier checked
-  /// those).
-  Value extentsMatch(ArrayRef<StaticExtent> checks);
 
   /// Static innermost stride of `type`, or ShapedType::kDynamic.
   static int64_t innermostStride(MemRefType type);

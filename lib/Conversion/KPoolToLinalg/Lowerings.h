@@ -13,6 +13,7 @@
 #define KPOOL_LIB_CONVERSION_KPOOLTOLINALG_LOWERINGS_H
 
 #include "Emitter.h"
+#include "ExtentChecks.h"
 
 namespace mlir::kpool::lowering {
 
@@ -25,10 +26,17 @@ struct CompressOperands {
   Value k, gate, ape, pooled, iro, pro, cache;
 };
 
-/// The extents of compress's operands that must match the op: the rows'
-/// head_dim and ape's [kpool, head_dim].
-SmallVector<StaticExtent> compressExtents(Emitter &e,
-                                          const CompressOperands &o);
+/// Adds compress's extent checks, in host validation's order: the rows'
+/// head_dim, gate's rows, ape's [kpool, head_dim], the offsets' lengths
+/// (one more than cache_lengths), then the cache's. `pooled` is named
+/// `pooledName`.
+void addCompressChecks(ExtentChecks &checks, Emitter &e,
+                       const CompressOperands &o,
+                       ::kpool::status::Operand pooledName =
+                           ::kpool::status::Operand::Pooled);
+
+/// `o` with the operands that `checks` refines (ExtentChecks::refined).
+CompressOperands refined(ExtentChecks &checks, const CompressOperands &o);
 
 /// compress: the loop over the rows of `pooled`, on each stride version,
 /// `tile` rows per iteration (see lowerCompressTile), under the extent
@@ -61,6 +69,19 @@ void lowerCompressRow(Emitter &e, const CompressOperands &o, Value numRows,
 /// parts, whose rows are `closed`).
 struct RingOperands {
   Value tail, k, gate, ape, pooled, closed, iro, cache, slots;
+
+  /// The views the lowering versions on their innermost stride.
+  SmallVector<Value> views() const { return {tail, k, gate, ape, pooled}; }
+  /// These operands with `views()` replaced by `v` (in that order).
+  RingOperands withViews(ArrayRef<Value> v) const {
+    RingOperands o = *this;
+    o.tail = v[0];
+    o.k = v[1];
+    o.gate = v[2];
+    o.ape = v[3];
+    o.pooled = v[4];
+    return o;
+  }
 };
 
 /// What ring_close and seed_tail derive from their operands before the
@@ -82,9 +103,19 @@ RingBatch ringBatch(Emitter &e, const RingOperands &o, Value numRequests);
 void recordRingRequest(Emitter &e, const RingBatch &batch, Value bIdx,
                        const RingOperands &o);
 
-/// The runtime shape guards of ring_close's and of seed_tail's operands.
-Value ringCloseShapesMatch(Emitter &e, const RingOperands &o);
-Value seedTailShapesMatch(Emitter &e, const RingOperands &o);
+/// Adds seed_tail's extent checks (what ring_close and the step share),
+/// in host validation's order: tail's [?, 2, >= kpool, head_dim], the rows'
+/// head_dim, gate's rows, input_row_offsets' and slot_idx's lengths.
+void addRingChecks(ExtentChecks &checks, Emitter &e, const RingOperands &o);
+
+/// Adds the checks of ring_close's own operands: ape's [kpool, head_dim],
+/// then its outputs' [batch, head_dim] (named `rowsName`) and [batch].
+void addRingCloseOutputChecks(ExtentChecks &checks, Emitter &e,
+                              const RingOperands &o,
+                              ::kpool::status::Operand rowsName);
+
+/// `o` with the operands that `checks` refines (ExtentChecks::refined).
+RingOperands refined(ExtentChecks &checks, const RingOperands &o);
 
 /// ring_close: the loop over batch rows on each stride version; when the
 /// extents contradict the op, a loop that writes only what the contract
@@ -98,11 +129,18 @@ void lowerRingCloseRow(Emitter &e, const RingOperands &o,
                        const RingBatch &batch, Value bIdx, Value rowsP,
                        Value rowsC);
 
-/// Batch row `bIdx` when the extents contradict the op: -1 and a zero row
-/// of `cols` channels, each where it exists (`rowsP`, `rowsC` as in
-/// lowerRingCloseRow).
-void lowerRingCloseMismatchRow(Emitter &e, const RingOperands &o, Value bIdx,
-                               Value rowsP, Value rowsC, Value cols);
+/// What ring_close writes when its extents contradict it (-1 and a zero
+/// row for every batch row, so that a tensor.empty destination is never
+/// left undefined), over `rows` (index) batch rows: kpool.step writes the
+/// same for its ring_close part.
+struct RingCloseNothing {
+  RingCloseNothing(Emitter &e, const RingOperands &o);
+  /// Batch row `bIdx`: -1 and a zero row, each where it exists.
+  void row(Value bIdx);
+  Emitter &e;
+  const RingOperands &o;
+  Value rowsP, rowsC, cols, rows;
+};
 
 /// seed_tail (its operands are `tail`, `k`, `gate`, `iro`, `cache` and
 /// `slots` of `o`): the loop over requests on each stride version.
@@ -118,13 +156,19 @@ void lowerSeedTailRequest(Emitter &e, const RingOperands &o,
 //===----------------------------------------------------------------------===//
 
 /// pool_offsets: the scan, in a one-iteration parallel loop so that GPU
-/// mappings run it on the device next to its operands.
+/// mappings run it on the device next to its operands. When an extent
+/// contradicts the op, every entry gets 0 (zeroOffset).
 void lowerPoolOffsets(Emitter &e, Value iro, Value cache, Value out);
 
 /// The scan itself: entries `[0, batch]` of `out` (`length` entries) get
 /// the prefix sums of the pool counts, the rest the total.
 void lowerPoolOffsetsScan(Emitter &e, Value iro, Value cache, Value out,
                           Value batch, Value length);
+
+/// What pool_offsets (and the step) write to entry `i` (index) of `out`
+/// (`length` entries) when an extent contradicts the op: 0, the offsets of
+/// a call that completes no pool.
+void zeroOffset(Emitter &e, Value out, Value length, Value i);
 
 //===----------------------------------------------------------------------===//
 // step

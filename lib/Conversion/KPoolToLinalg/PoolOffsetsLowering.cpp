@@ -15,12 +15,32 @@ using namespace mlir::kpool::lowering;
 
 void lowering::lowerPoolOffsets(Emitter &e, Value iro, Value cache,
                                 Value out) {
-  Value batch = e.batchSize({{cache, 0}, {iro, 1}});
-  Value length = e.dim(out, 0);
-  // A sequential scan, wrapped in a one-iteration parallel loop so that GPU
-  // mappings run it on the device next to its operands.
-  e.parallelFor(e.idx(1), [&](Value) {
-    lowerPoolOffsetsScan(e, iro, cache, out, batch, length);
+  using Operand = ::kpool::status::Operand;
+  using Expectation = ::kpool::status::Expectation;
+  ExtentChecks checks(e);
+  checks.sameAs(iro, 0, Operand::InputRowOffsets, Expectation::BatchPlusOne,
+                cache, 0, 1);
+  checks.sameAs(out, 0, Operand::PoolRowOffsets, Expectation::BatchPlusOne,
+                cache, 0, 1);
+  Value length;
+  checks.guard(
+      [&] {
+        Value batch = e.batchSize({{cache, 0}, {iro, 1}});
+        Value length = e.dim(out, 0);
+        // A sequential scan, wrapped in a one-iteration parallel loop so
+        // that GPU mappings run it on the device next to its operands.
+        e.parallelFor(e.idx(1), [&](Value) {
+          lowerPoolOffsetsScan(e, iro, cache, out, batch, length);
+        });
+      },
+      [&] { return length = e.dim(out, 0); },
+      [&](Value i) { zeroOffset(e, out, length, i); });
+}
+
+void lowering::zeroOffset(Emitter &e, Value out, Value length, Value i) {
+  e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, length), [&] {
+    Value zero = arith::ConstantIntOp::create(e.b, e.loc, e.b.getI32Type(), 0);
+    memref::StoreOp::create(e.b, e.loc, zero, out, ValueRange{i});
   });
 }
 

@@ -9,6 +9,8 @@
 
 #include "Lowerings.h"
 
+#include <optional>
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -31,40 +33,46 @@ static Value ringWindow(Emitter &e, Value tail) {
   return e.toI64(e.dim(tail, 2));
 }
 
-/// i1 that holds when the dynamic ring window of `tail` is at least `K`
-/// (the verifier checked a static one), or null when it is static.
-static Value ringWindowOk(Emitter &e, Value tail) {
-  if (!cast<MemRefType>(tail.getType()).isDynamicDim(2))
-    return Value();
-  return e.cmp(arith::CmpIPredicate::sge, e.dim(tail, 2), e.idx(e.kpool));
-}
-
-/// The runtime shape guard of an op with a ring: the dynamic extents in
-/// `checks` and the ring window of `tail`.
-static Value ringShapesMatch(Emitter &e, ArrayRef<StaticExtent> checks,
-                             Value tail) {
-  Value extents = e.extentsMatch(checks);
-  return e.both(extents, ringWindowOk(e, tail));
-}
-
-Value lowering::ringCloseShapesMatch(Emitter &e, const RingOperands &o) {
+void lowering::addRingChecks(ExtentChecks &checks, Emitter &e,
+                             const RingOperands &o) {
+  using Operand = ::kpool::status::Operand;
+  using Expectation = ::kpool::status::Expectation;
   int64_t D = e.headDim;
-  return ringShapesMatch(e,
-                         {{o.k, 1, D},
-                          {o.gate, 1, D},
-                          {o.ape, 0, e.kpool},
-                          {o.ape, 1, D},
-                          {o.tail, 1, 2},
-                          {o.tail, 3, D},
-                          {o.pooled, 1, D}},
-                         o.tail);
+  checks.equal(o.tail, 1, Operand::Tail, Expectation::KeysAndGates, 2);
+  checks.equal(o.tail, 3, Operand::Tail, Expectation::HeadDim, D);
+  checks.atLeast(o.tail, 2, Operand::Tail, Expectation::RingWindow, e.kpool);
+  checks.equal(o.k, 1, Operand::K, Expectation::HeadDim, D);
+  checks.equal(o.gate, 1, Operand::Gate, Expectation::HeadDim, D);
+  checks.sameAs(o.gate, 0, Operand::Gate, Expectation::TokenRows, o.k, 0);
+  checks.sameAs(o.iro, 0, Operand::InputRowOffsets, Expectation::BatchPlusOne,
+                o.cache, 0, 1);
+  checks.sameAs(o.slots, 0, Operand::SlotIdx, Expectation::Batch, o.cache, 0);
 }
 
-Value lowering::seedTailShapesMatch(Emitter &e, const RingOperands &o) {
+void lowering::addRingCloseOutputChecks(ExtentChecks &checks, Emitter &e,
+                                        const RingOperands &o,
+                                        ::kpool::status::Operand rowsName) {
+  using Operand = ::kpool::status::Operand;
+  using Expectation = ::kpool::status::Expectation;
   int64_t D = e.headDim;
-  return ringShapesMatch(
-      e, {{o.k, 1, D}, {o.gate, 1, D}, {o.tail, 1, 2}, {o.tail, 3, D}},
-      o.tail);
+  checks.equal(o.ape, 0, Operand::Ape, Expectation::KPool, e.kpool);
+  checks.equal(o.ape, 1, Operand::Ape, Expectation::HeadDim, D);
+  checks.sameAs(o.pooled, 0, rowsName, Expectation::Batch, o.cache, 0);
+  checks.equal(o.pooled, 1, rowsName, Expectation::HeadDim, D);
+  checks.sameAs(o.closed, 0, Operand::ClosedPool, Expectation::Batch, o.cache,
+                0);
+}
+
+RingOperands lowering::refined(ExtentChecks &checks, const RingOperands &o) {
+  RingOperands r = o;
+  r.tail = checks.refined(o.tail);
+  r.k = checks.refined(o.k);
+  r.gate = checks.refined(o.gate);
+  if (o.ape)
+    r.ape = checks.refined(o.ape);
+  if (o.pooled)
+    r.pooled = checks.refined(o.pooled);
+  return r;
 }
 
 RingBatch lowering::ringBatch(Emitter &e, const RingOperands &o,
@@ -205,9 +213,15 @@ void lowering::lowerRingCloseRow(Emitter &e, const RingOperands &o,
   });
 }
 
-void lowering::lowerRingCloseMismatchRow(Emitter &e, const RingOperands &o,
-                                         Value bIdx, Value rowsP, Value rowsC,
-                                         Value cols) {
+RingCloseNothing::RingCloseNothing(Emitter &e, const RingOperands &o)
+    : e(e), o(o) {
+  rowsP = e.dim(o.pooled, 0);
+  rowsC = e.dim(o.closed, 0);
+  cols = e.dim(o.pooled, 1);
+  rows = arith::MaxSIOp::create(e.b, e.loc, rowsP, rowsC);
+}
+
+void RingCloseNothing::row(Value bIdx) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   Type elt = cast<MemRefType>(o.pooled.getType()).getElementType();
@@ -240,39 +254,26 @@ static void lowerRingCloseRows(Emitter &e, const RingOperands &o,
   });
 }
 
-/// The extents contradict the op: nothing is computed, but what the
-/// contract defines for every row is still written (-1 and a zero row), so
-/// that a tensor.empty destination is never left undefined.
-static void lowerRingCloseMismatch(Emitter &e, const RingOperands &o) {
-  Value rowsP = e.dim(o.pooled, 0), rowsC = e.dim(o.closed, 0);
-  Value cols = e.dim(o.pooled, 1);
-  Value rows = arith::MaxSIOp::create(e.b, e.loc, rowsP, rowsC);
-  e.parallelFor(
-      rows,
-      [&](Value bIdx) {
-        lowerRingCloseMismatchRow(e, o, bIdx, rowsP, rowsC, cols);
-      },
-      "mismatch");
-}
-
 void lowering::lowerRingClose(Emitter &e, const RingOperands &o,
                               Value numRequests) {
-  Value shapesOk = e.both(ringCloseShapesMatch(e, o), e.cache.extentsMatch());
-  e.ifThenOtherwise(
-      shapesOk,
+  ExtentChecks checks(e);
+  addRingChecks(checks, e, o);
+  addRingCloseOutputChecks(checks, e, o, ::kpool::status::Operand::Pooled);
+  e.cache.addExtentChecks(checks);
+  // The extents contradict the op: nothing is computed, but what the
+  // contract defines for every row is still written.
+  std::optional<RingCloseNothing> nothing;
+  checks.guard(
       [&] {
-        e.versionWithCache(
-            {o.tail, o.k, o.gate, o.ape, o.pooled}, [&](ArrayRef<Value> v) {
-              RingOperands version = o;
-              version.tail = v[0];
-              version.k = v[1];
-              version.gate = v[2];
-              version.ape = v[3];
-              version.pooled = v[4];
-              lowerRingCloseRows(e, version, numRequests);
-            });
+        RingOperands r = refined(checks, o);
+        e.cache.withRefinedKeys(checks, [&] {
+          e.versionWithCache(r.views(), [&](ArrayRef<Value> v) {
+            lowerRingCloseRows(e, r.withViews(v), numRequests);
+          });
+        });
       },
-      [&] { lowerRingCloseMismatch(e, o); });
+      [&] { return nothing.emplace(e, o).rows; },
+      [&](Value bIdx) { nothing->row(bIdx); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -317,10 +318,12 @@ void lowering::lowerSeedTailRequest(Emitter &e, const RingOperands &o,
 
 void lowering::lowerSeedTail(Emitter &e, const RingOperands &o,
                              Value numRequests) {
-  Value shapesOk = seedTailShapesMatch(e, o);
-  e.ifThen(shapesOk, [&] {
-    e.versionOnUnitStride({o.tail, o.k, o.gate}, [&](ArrayRef<Value> v) {
-      RingOperands version = o;
+  ExtentChecks checks(e);
+  addRingChecks(checks, e, o);
+  checks.guard([&] {
+    RingOperands r = refined(checks, o);
+    e.versionOnUnitStride({r.tail, r.k, r.gate}, [&](ArrayRef<Value> v) {
+      RingOperands version = r;
       version.tail = v[0];
       version.k = v[1];
       version.gate = v[2];

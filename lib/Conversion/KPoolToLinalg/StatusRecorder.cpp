@@ -39,6 +39,13 @@ void StatusRecorder::record(Value request, ArrayRef<Check> checks) {
   });
 }
 
+void StatusRecorder::recordCode(Value code) {
+  if (!word)
+    return;
+  e.ifThen(e.cmp(arith::CmpIPredicate::ne, code, e.i64(0)),
+           [&] { keepSmallest(code); });
+}
+
 void StatusRecorder::keepSmallest(Value code) {
   OpBuilder &b = e.b;
   Location loc = e.loc;

@@ -42,6 +42,10 @@ public:
   /// Call it under guard.
   void record(Value request, ArrayRef<Check> checks);
 
+  /// Records `code` (i64, a whole word: see StatusWord.h) when it is not 0.
+  /// Call it under guard.
+  void recordCode(Value code);
+
   /// The findings of request `bIdx`'s rows `[iro[b], iro[b+1])` against
   /// `numRows` rows of `k` (i64; 2^32 when there is no `k`).
   SmallVector<Check> rowChecks(Value iro, Value bIdx, Value numRows);

@@ -5,12 +5,15 @@
 // rows, `W` the longest of ring_close's outputs and `pool_row_offsets`:
 // ring_close's row, then seed_tail of the same request, then the offsets
 // entry. Iterations `[W, W + P)` are the rows of `pooled`. Each part keeps
-// its op's extent checks and guards and is built by its op's lowering
-// functions (Lowerings.h), so the results are the four ops' bit for bit.
+// its op's guards and is built by its op's lowering functions
+// (Lowerings.h), so the results are the four ops' bit for bit. The extent
+// checks of the four ops guard the whole step.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Lowerings.h"
+
+#include <optional>
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -19,13 +22,6 @@ using namespace mlir;
 using namespace mlir::kpool;
 using namespace mlir::kpool::lowering;
 using ::kpool::status::Finding;
-
-namespace {
-/// The i1 extent checks of the four parts (null: nothing to check).
-struct PartChecks {
-  Value ringClose, seedTail, compress;
-};
-} // namespace
 
 /// compress's operands within the step.
 static CompressOperands compressPart(const RingOperands &o, Value pro,
@@ -124,23 +120,17 @@ static void lowerPooledRow(Emitter &e, const CompressOperands &o, Value batch,
 /// The batch row `i` (index) of the step: ring_close's row, seed_tail's
 /// request, and the offsets entry (walked, or checked after the scan).
 static void lowerBatchItem(Emitter &e, const RingOperands &o, Value pro,
-                           Value pooled, const RingBatch &batch,
-                           const PartChecks &checks, bool scan, Value i,
-                           Value closeRows, Value rowsP, Value rowsC,
-                           Value cols, Value offsets, Value offsetsBatch) {
+                           Value pooled, const RingBatch &batch, bool scan,
+                           Value i, Value closeRows, Value rowsP, Value rowsC,
+                           Value offsets, Value offsetsBatch) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   // ring_close reads the request's ring rows before seed_tail of the same
   // request overwrites them: same iteration, same channel-to-thread
   // mapping, in this order.
-  e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, closeRows), [&] {
-    e.ifThenOtherwise(
-        checks.ringClose,
-        [&] { lowerRingCloseRow(e, o, batch, i, rowsP, rowsC); },
-        [&] { lowerRingCloseMismatchRow(e, o, i, rowsP, rowsC, cols); });
-  });
-  e.ifThen(e.both(checks.seedTail,
-                  e.cmp(arith::CmpIPredicate::ult, i, batch.numRequests)),
+  e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, closeRows),
+           [&] { lowerRingCloseRow(e, o, batch, i, rowsP, rowsC); });
+  e.ifThen(e.cmp(arith::CmpIPredicate::ult, i, batch.numRequests),
            [&] { lowerSeedTailRequest(e, o, batch, i); });
   recordRingRequest(e, batch, i, o);
   if (!scan)
@@ -193,14 +183,13 @@ static void lowerPooledItem(Emitter &e, const CompressOperands &c,
 
 /// The step's loop on one stride version.
 static void lowerItems(Emitter &e, const RingOperands &o, Value pro,
-                       Value pooled, Value numRequests,
-                       const PartChecks &checks, bool scan, int64_t tile) {
+                       Value pooled, Value numRequests, bool scan,
+                       int64_t tile) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   RingBatch batch = ringBatch(e, o, numRequests);
   Value offsets = e.dim(pro, 0);
   Value rowsP = e.dim(o.pooled, 0), rowsC = e.dim(o.closed, 0);
-  Value cols = e.dim(o.pooled, 1);
   Value closeRows = arith::MaxSIOp::create(b, loc, rowsP, rowsC);
   Value batchRows = arith::MaxSIOp::create(b, loc, closeRows, offsets);
   // The pooled rows' iterations: one per row, or per `tile` rows.
@@ -230,40 +219,57 @@ static void lowerItems(Emitter &e, const RingOperands &o, Value pro,
     e.ifThenElse(
         e.cmp(arith::CmpIPredicate::ult, i, batchRows),
         [&] {
-          lowerBatchItem(e, o, pro, pooled, batch, checks, scan, i, closeRows,
-                         rowsP, rowsC, cols, offsets, offsetsBatch);
+          lowerBatchItem(e, o, pro, pooled, batch, scan, i, closeRows, rowsP,
+                         rowsC, offsets, offsetsBatch);
         },
         [&] {
           Value r = arith::SubIOp::create(b, loc, i, batchRows);
-          e.ifThen(checks.compress, [&] {
-            lowerPooledItem(e, compress, compressBatch, batch.numRows, total,
-                            scan, tile, r);
-          });
+          lowerPooledItem(e, compress, compressBatch, batch.numRows, total,
+                          scan, tile, r);
         });
   });
 }
 
 void lowering::lowerStep(Emitter &e, const StepOperands &o, Value numRequests,
                          bool scan, int64_t tile) {
+  using Operand = ::kpool::status::Operand;
+  using Expectation = ::kpool::status::Expectation;
   const RingOperands &ring = o.ring;
-  // The extent checks of each op, on its own operands.
-  PartChecks checks;
-  checks.ringClose =
-      e.both(ringCloseShapesMatch(e, ring), e.cache.extentsMatch());
-  checks.seedTail = seedTailShapesMatch(e, ring);
-  checks.compress = e.both(
-      e.extentsMatch(compressExtents(e, compressPart(ring, o.pro, o.pooled))),
-      e.cache.extentsMatch());
-  e.versionWithCache(
-      {ring.tail, ring.k, ring.gate, ring.ape, ring.pooled, o.pooled},
-      [&](ArrayRef<Value> v) {
-        RingOperands version = ring;
-        version.tail = v[0];
-        version.k = v[1];
-        version.gate = v[2];
-        version.ape = v[3];
-        version.pooled = v[4];
-        lowerItems(e, version, o.pro, v[5], numRequests, checks, scan,
-                   scan ? tile : 1);
+  // The checks of the four ops, in host validation's order: seed_tail's,
+  // ring_close's outputs (`closed`, `closed_pool`), the offsets and
+  // `pooled`, the cache. Any contradiction makes the whole step write only
+  // what the contract defines for a call that produces nothing: ring_close's
+  // -1 and zero rows, and zero offsets.
+  ExtentChecks checks(e);
+  addRingChecks(checks, e, ring);
+  addRingCloseOutputChecks(checks, e, ring, Operand::Closed);
+  checks.sameAs(o.pro, 0, Operand::PoolRowOffsets, Expectation::BatchPlusOne,
+                ring.cache, 0, 1);
+  checks.equal(o.pooled, 1, Operand::Pooled, Expectation::HeadDim, e.headDim);
+  e.cache.addExtentChecks(checks);
+  std::optional<RingCloseNothing> nothing;
+  Value offsets;
+  checks.guard(
+      [&] {
+        RingOperands r = refined(checks, ring);
+        Value pooled = checks.refined(o.pooled);
+        e.cache.withRefinedKeys(checks, [&] {
+          SmallVector<Value> views = r.views();
+          views.push_back(pooled);
+          e.versionWithCache(views, [&](ArrayRef<Value> v) {
+            lowerItems(e, r.withViews(v), o.pro, v.back(), numRequests, scan,
+                       scan ? tile : 1);
+          });
+        });
+      },
+      [&] {
+        nothing.emplace(e, ring);
+        offsets = e.dim(o.pro, 0);
+        return arith::MaxSIOp::create(e.b, e.loc, nothing->rows, offsets)
+            .getResult();
+      },
+      [&](Value i) {
+        nothing->row(i);
+        zeroOffset(e, o.pro, offsets, i);
       });
 }

@@ -407,10 +407,7 @@ static Status checkRing(Validator &v, const KernelConfig &c, const View &tail,
                         int32_t numRequests, bool check) {
   KPOOL_TRY(v.shape("tail", tail, {-1, 2, -1, c.headDim},
                     "max_slots x 2 x window x head_dim"));
-  if (tail.sizes[2] < c.kpool)
-    return v.error("the ring window of 'tail' (dimension 2) is " +
-                   std::to_string(tail.sizes[2]) +
-                   ", it must be at least kpool = " + std::to_string(c.kpool));
+  KPOOL_TRY(v.ringWindow(tail));
   KPOOL_TRY(v.shape("k", k, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.shape("gate", gate, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.sameExtent("k", k, "gate", gate, 0));

@@ -40,6 +40,21 @@ Status kpool::statusWordError(uint64_t word) {
     return Status::error(std::string("the status word ") + hex +
                          " holds no finding the kernels record (finding " +
                          std::to_string(finding) + ")");
+  if (finding == uint8_t(status::Finding::Extent)) {
+    status::ExtentFinding f = status::decodeExtent(word);
+    const char *operand = status::operandName(uint8_t(f.operand));
+    if (!operand || !status::expectationWords(uint8_t(f.expectation)))
+      return Status::error(std::string("the status word ") + hex +
+                           " holds an extent finding the kernels do not "
+                           "record (operand " +
+                           std::to_string(unsigned(f.operand)) +
+                           ", expectation " +
+                           std::to_string(unsigned(f.expectation)) + ")");
+    return Status::error(status::extentMessage(operand, f.dim, f.actual,
+                                               f.expected, f.expectation,
+                                               /*saturated=*/true) +
+                         " (found by the kernels; status word " + hex + ")");
+  }
   std::string where =
       finding == uint8_t(status::Finding::NumRequests)
           ? std::string()

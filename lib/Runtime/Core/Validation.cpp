@@ -2,12 +2,54 @@
 
 #include "Validation.h"
 
+#include "kpool/Dialect/KPool/IR/StatusWord.h"
+
 #include <algorithm>
 #include <cassert>
 #include <sstream>
 
 using namespace kpool;
 using namespace kpool::detail;
+
+namespace status = kpool::status;
+
+/// What an expected extent described by `words` (one dimension's part of a
+/// shape check's description: "head_dim", "batch + 1", ...) stands for, as
+/// the kernels' Extent finding names it; false for words that name no
+/// extent the kernels check.
+static bool expectationOf(const std::string &words,
+                          status::Expectation &expectation) {
+  static const std::pair<const char *, status::Expectation> known[] = {
+      {"head_dim", status::Expectation::HeadDim},
+      {"kpool", status::Expectation::KPool},
+      {"2", status::Expectation::KeysAndGates},
+      {"batch", status::Expectation::Batch},
+      {"one per request", status::Expectation::Batch},
+      {"batch + 1", status::Expectation::BatchPlusOne},
+      {"one more than cache_lengths", status::Expectation::BatchPlusOne}};
+  for (auto &[text, e] : known)
+    if (words == text) {
+      expectation = e;
+      return true;
+    }
+  return false;
+}
+
+/// Part `index` of `what` split at " x " ("tokens x head_dim", 1:
+/// "head_dim").
+static std::string dimensionWords(const char *what, int64_t index) {
+  std::string text(what);
+  size_t begin = 0;
+  for (int64_t i = 0; i < index; ++i) {
+    size_t at = text.find(" x ", begin);
+    if (at == std::string::npos)
+      return "";
+    begin = at + 3;
+  }
+  size_t end = text.find(" x ", begin);
+  return text.substr(begin, end == std::string::npos ? std::string::npos
+                                                     : end - begin);
+}
 
 static std::string formatShape(const int64_t *sizes, int64_t rank) {
   std::ostringstream os;
@@ -44,7 +86,22 @@ Status Validator::shapeError(const char *name, const View &view,
       return error("'" + std::string(name) + "' has no data pointer");
     return Status();
   }
-  // Only a failure pays for the message.
+  // Only a failure pays for the message. A wrong extent the kernels also
+  // check gets their Extent finding's words.
+  if (view.rank == rank) {
+    int64_t i = 0;
+    for (int64_t e : expected) {
+      int64_t size = view.sizes[i];
+      status::Expectation expectation;
+      if (e >= 0 && size >= 0 && size != e &&
+          expectationOf(dimensionWords(what, i), expectation))
+        return error(status::extentMessage(name, unsigned(i), uint64_t(size),
+                                           uint64_t(e), expectation));
+      if (e >= 0 && size != e)
+        break;
+      ++i;
+    }
+  }
   std::ostringstream os;
   os << "'" << name << "' must have shape [";
   i = 0;
@@ -73,9 +130,22 @@ Status Validator::sameExtent(const char *nameA, const View &a,
                              const char *nameB, const View &b, int dim) {
   if (a.sizes[dim] == b.sizes[dim])
     return Status();
+  // The kernels check gate's rows against k's (the only pair there is).
+  if (dim == 0 && b.sizes[dim] >= 0 && a.sizes[dim] >= 0)
+    return error(status::extentMessage(nameB, 0, uint64_t(b.sizes[dim]),
+                                       uint64_t(a.sizes[dim]),
+                                       status::Expectation::TokenRows));
   return error("'" + std::string(nameB) + "' has " +
                std::to_string(b.sizes[dim]) + " rows, '" + nameA + "' has " +
                std::to_string(a.sizes[dim]));
+}
+
+Status Validator::ringWindow(const View &tail) {
+  if (tail.sizes[2] >= geometry.kpool)
+    return Status();
+  return error(status::extentMessage(
+      "tail", 2, uint64_t(std::max<int64_t>(tail.sizes[2], 0)),
+      uint64_t(geometry.kpool), status::Expectation::RingWindow));
 }
 
 Status Validator::length(const char *name, const View &view, int64_t length,
@@ -85,6 +155,11 @@ Status Validator::length(const char *name, const View &view, int64_t length,
       return error("'" + std::string(name) + "' has no data pointer");
     return Status();
   }
+  status::Expectation expectation;
+  if (view.rank == 1 && view.sizes[0] >= 0 &&
+      expectationOf(what, expectation))
+    return error(status::extentMessage(name, 0, uint64_t(view.sizes[0]),
+                                       uint64_t(length), expectation));
   return error("'" + std::string(name) + "' must have " +
                std::to_string(length) + " entries (" + what + "), got " +
                (view.rank == 1 ? formatShape(view.sizes, 1)

@@ -97,6 +97,8 @@ public:
   Status length(const char *name, const View &view, int64_t length,
                 const char *what);
 
+  /// The ring window of `tail` (dimension 2) is at least kpool.
+  Status ringWindow(const View &tail);
   /// `num_requests` in [0, batch].
   Status numRequests(int32_t numRequests, int64_t batch);
   /// The per-request checks of `checks`, request by request in one pass:
