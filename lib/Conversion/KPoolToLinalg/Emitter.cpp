@@ -61,11 +61,20 @@ Value Emitter::channelView(Value memref, ArrayRef<OpFoldResult> leading) {
   SmallVector<OpFoldResult> sizes(rank - 1, b.getIndexAttr(1));
   sizes.push_back(b.getIndexAttr(headDim));
   SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
-  auto reduced = memref::SubViewOp::inferRankReducedResultType(
-      {headDim}, type, offsets, sizes, strides);
+  // The kept dimension is the innermost one, with its stride. The result
+  // type is spelled out: with head_dim 1 every size is 1, and the inferred
+  // rank reduction may keep an outer dimension and its stride instead
+  // (strided<[8]> for a row of a [?, 1] view with row stride 8).
+  int64_t inner = innermostStride(type);
+  auto full = cast<MemRefType>(
+      memref::SubViewOp::inferResultType(type, offsets, sizes, strides));
+  int64_t fullOffset = full.getStridesAndOffset().second;
+  auto reduced = MemRefType::get(
+      {headDim}, type.getElementType(),
+      StridedLayoutAttr::get(b.getContext(), fullOffset, {inner}),
+      type.getMemorySpace());
   Value view = memref::SubViewOp::create(b, loc, reduced, memref, offsets,
                                          sizes, strides);
-  int64_t inner = innermostStride(type);
   auto layout =
       StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
                              {inner == 1 ? 1 : ShapedType::kDynamic});
