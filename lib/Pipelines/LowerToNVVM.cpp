@@ -27,6 +27,7 @@
 #include "mlir/Dialect/LLVMIR/Transforms/OptimizeForNVVM.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
@@ -100,8 +101,10 @@ mapToGPUOptions(const mlir::kpool::KPoolToNVVMPipelineOptions &options) {
   mapOptions.vectorBytes = options.vectorBytes;
   mapOptions.blockSize = options.blockSize;
   // The standalone pipeline's functions hold only kpool's kernels on the
-  // caller's device buffers: nothing may touch memory on the host.
-  mapOptions.checkHostAccess = true;
+  // caller's device buffers: nothing may touch memory on the host. With
+  // map-other-ops, kpool-device-buffers checks that once the other ops are
+  // parallel loops and the buffers device buffers.
+  mapOptions.checkHostAccess = !options.mapOtherOps;
   mapOptions.approximateExp = options.approximateExp;
   mapOptions.fastMath = options.fastMath;
   mapOptions.gridBlocks = options.gridBlocks;
@@ -201,9 +204,10 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   // owned buffers, so each returned argument would get a bufferization.clone,
   // i.e. a host allocation and a host copy of device memory. The kernels
   // allocate nothing (kpool-map-to-gpu rejects host buffers), so there is
-  // nothing to free.
+  // nothing to free. The caller's other ops may allocate: with
+  // map-other-ops their buffers are freed (in device memory).
   if (failed(beginPipeline(pm, options, verifyLowerToNVVMOptions,
-                           /*deallocate=*/false, error)))
+                           /*deallocate=*/options.mapOtherOps, error)))
     return failure();
   // No canonicalization before the mapping: it would fold pool_offsets'
   // one-iteration parallel loop, whose scan must run on the device.
@@ -213,6 +217,23 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   std::string toolkit = resolveCudaToolkitPath(options.cudaToolkit);
   pm.addNestedPass<func::FuncOp>(
       createKPoolMapToGPUPass(mapToGPUOptions(options)));
+  if (options.mapOtherOps) {
+    // The caller's ops, by upstream's mapping: parallel loops, the
+    // function's buffers in device memory (its host copies become parallel
+    // loops too), then the loops tiled 8 x 32 (rows x channels; a 1-D loop
+    // by 8), the innermost loop on threadIdx.x so that consecutive threads
+    // touch consecutive elements. No canonicalization between the tiling
+    // and the mapping: it would merge the tiled loops back.
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+    pm.addPass(createKPoolDeviceBuffersPass());
+    OpPassManager &funcPm = pm.nest<func::FuncOp>();
+    funcPm.addPass(createParallelLoopTilingPass({8, 32},
+                                                /*noMinMaxBounds=*/true));
+    GpuMapParallelLoopsPassOptions mapping;
+    mapping.mappingPolicyStr = "innermost-first";
+    funcPm.addPass(createGpuMapParallelLoopsPass(mapping));
+    funcPm.addPass(createConvertParallelLoopToGpuPass());
+  }
   // The scalar channel loops are already scf.for; this catches any other
   // linalg op a caller put next to the kpool ops.
   pm.addPass(createConvertLinalgToLoopsPass());
@@ -224,6 +245,9 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   // share.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // Device memory operations (the caller's, or map-other-ops's) only lower
+  // on a stream; functions without any keep their synchronous launches.
+  pm.addNestedPass<func::FuncOp>(createKPoolAsyncDeviceMemoryPass());
   // Read-only operands (for ld.global.nc) and the occupancy hint.
   KPoolGPUKernelAttrsPassOptions attrOptions;
   attrOptions.minBlocksPerSM = options.minBlocksPerSM;

@@ -170,4 +170,51 @@ def KPoolMapToGPUPass : Pass<"kpool-map-to-gpu", "::mlir::func::FuncOp"> {
   ];
 }
 
+def KPoolDeviceBuffersPass
+    : Pass<"kpool-device-buffers", "::mlir::ModuleOp"> {
+  let summary = "Allocate a function's buffers in GPU memory next to its "
+                "kernels";
+  let description = [{
+    For a function whose ops run as GPU kernels: one with kpool ops (or
+    kpool's kernels, after kpool-map-to-gpu), GPU launches, or GPU memory
+    operations. Run it once the caller's ops are parallel loops
+    (`convert-linalg-to-parallel-loops`) and before those are mapped
+    (`gpu-map-parallel-loops`, `convert-parallel-loops-to-gpu`). The
+    buffers bufferization allocated on the host would be read and written
+    by the kernels, so this pass allocates them in device memory:
+    `memref.alloc` -> `gpu.alloc`, `memref.dealloc` -> `gpu.dealloc`;
+    `memref.copy` -> `gpu.memcpy` between row-major buffers, else a
+    parallel loop that the mapping makes a kernel (e.g. the deallocation
+    pipeline's clone of a strided argument). An allocation that only the
+    host reads and writes stays in host memory: loaded and stored outside
+    the parallel loops, freed, or passed to a function that uses no device
+    memory (the deallocation pipeline's lists of buffers to free and its
+    `dealloc_helper`; a module pass, so that it may read the callees).
+    Then it checks that nothing else touches a buffer on the host outside
+    the parallel loops (the check of `kpool-map-to-gpu{check-host-access}`).
+    Other functions are left as they are.
+    `kpool-lower-to-nvvm{map-other-ops=true}` runs it; so can a graph
+    compiler that maps its ops itself (docs/embedding.md).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
+def KPoolAsyncDeviceMemoryPass
+    : Pass<"kpool-async-device-memory", "::mlir::func::FuncOp"> {
+  let summary = "Order a function's GPU memory operations on a stream";
+  let description = [{
+    gpu-to-llvm lowers `gpu.alloc`, `gpu.memcpy` and `gpu.dealloc` only in
+    their asynchronous form. In a function that has any synchronous one,
+    this pass runs upstream's `gpu-async-region` (after kernel outlining):
+    the memory operations and the launches go to one stream, ordered by
+    tokens, and the function waits for them before it returns. Functions
+    without GPU memory operations keep their synchronous launches.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // KPOOL_CONVERSION_PASSES_TD

@@ -144,6 +144,18 @@ struct KPoolToNVVMPipelineOptions
       llvm::cl::desc("Occupancy hint for ptxas (nvvm.minctasm, PTX "
                      ".minnctapersm); 0 gives none"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> mapOtherOps{
+      *this, "map-other-ops",
+      llvm::cl::desc("Lower the function's other ops (linalg, tensor, "
+                     "memref, arith next to the kpool ops) to GPU kernels "
+                     "too: bufferization with deallocation, then, once "
+                     "kpool's kernels are mapped, upstream's "
+                     "convert-linalg-to-parallel-loops, kpool-device-"
+                     "buffers (the function's buffers in device memory), "
+                     "and upstream's scf-parallel-loop-tiling, "
+                     "gpu-map-parallel-loops and convert-parallel-loops-"
+                     "to-gpu (docs/embedding.md)"),
+      llvm::cl::init(false)};
 };
 
 /// Bufferizes, lowers kpool to linalg, maps each op's parallel loop to a

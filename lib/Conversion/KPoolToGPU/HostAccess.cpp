@@ -14,15 +14,49 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace mlir::kpool;
 
-LogicalResult kpool::verifyNoHostAccess(func::FuncOp func) {
+/// How to run the function's other ops on the GPU too: the pipeline's
+/// option, or the manual recipe (docs/embedding.md, "Composing with a
+/// graph on the GPU").
+static constexpr const char *kOtherOps =
+    "; to lower the function's other ops to GPU kernels too, use "
+    "kpool-lower-to-nvvm{map-other-ops=true}, or map them first "
+    "(bufferize, then convert-linalg-to-parallel-loops, "
+    "kpool-device-buffers, scf-parallel-loop-tiling, gpu-map-parallel-loops, "
+    "convert-parallel-loops-to-gpu) and then run "
+    "kpool-lower-to-nvvm{bufferize=false} (docs/embedding.md)";
+
+/// The buffer `v` is a view of (through casts, subviews and other views),
+/// or `v` itself.
+static Value viewSource(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+LogicalResult kpool::verifyNoHostAccess(func::FuncOp func,
+                                        ArrayRef<Value> hostBuffers) {
   bool hostAccess = false;
+  llvm::SmallPtrSet<Operation *, 4> hostAllocs;
+  for (Value buffer : hostBuffers)
+    hostAllocs.insert(buffer.getDefiningOp());
+  auto onHost = [&](Value memref) {
+    return llvm::is_contained(hostBuffers, viewSource(memref));
+  };
   func.walk([&](Operation *op) {
     if (op->getParentOfType<scf::ParallelOp>() ||
-        op->getParentOfType<gpu::LaunchOp>())
+        op->getParentOfType<gpu::LaunchOp>() || hostAllocs.contains(op))
+      return;
+    if (auto load = dyn_cast<memref::LoadOp>(op);
+        load && onHost(load.getMemref()))
+      return;
+    if (auto store = dyn_cast<memref::StoreOp>(op);
+        store && onHost(store.getMemref()))
       return;
     if (isa<memref::AllocOp, memref::AllocaOp, memref::ReallocOp,
             memref::CopyOp, bufferization::CloneOp>(op)) {
@@ -30,7 +64,8 @@ LogicalResult kpool::verifyNoHostAccess(func::FuncOp func) {
           << "would place a buffer in host memory next to GPU kernels; "
              "kpool-map-to-gpu expects every operand to be a "
              "caller-provided device buffer (write the results into "
-             "function arguments)";
+             "function arguments)"
+          << kOtherOps;
       hostAccess = true;
     } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
                    vector::StoreOp, vector::TransferReadOp,
@@ -38,7 +73,8 @@ LogicalResult kpool::verifyNoHostAccess(func::FuncOp func) {
       // E.g. a canonicalization folded a one-iteration parallel loop.
       op->emitOpError() << "accesses a buffer outside any parallel loop "
                            "in a function with GPU kernels; it would "
-                           "access device memory on the host";
+                           "access device memory on the host"
+                        << kOtherOps;
       hostAccess = true;
     }
   });

@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Support/LLVM.h"
 
@@ -29,6 +30,8 @@
 namespace mlir::kpool {
 
 #define GEN_PASS_DECL_KPOOLMAPTOGPUPASS
+#define GEN_PASS_DECL_KPOOLDEVICEBUFFERSPASS
+#define GEN_PASS_DECL_KPOOLASYNCDEVICEMEMORYPASS
 #include "kpool/Conversion/Passes.h.inc"
 
 /// Checks the options' values: `vector-bytes` a power of two in [1, 16],
@@ -97,7 +100,25 @@ void applyGPUFastMath(Region &region);
 /// on caller-provided device buffers: fails, with an error at each
 /// offending op, when `func` allocates, copies or accesses a buffer outside
 /// parallel loops and launches. The errors name what maps those ops too.
-LogicalResult verifyNoHostAccess(func::FuncOp func);
+/// Accesses to the buffers `hostBuffers` (allocations kept in host memory,
+/// see moveBuffersToDevice) and to their views are allowed.
+LogicalResult verifyNoHostAccess(func::FuncOp func,
+                                 ArrayRef<Value> hostBuffers = {});
+
+/// kpool-device-buffers: in a function whose ops run as GPU kernels (it has
+/// kpool ops or kernels, GPU launches or GPU memory operations), allocates
+/// its buffers in device memory: memref.alloc and dealloc outside the
+/// kernels become gpu.alloc and gpu.dealloc, memref.copy a gpu.memcpy
+/// between row-major buffers and else a parallel loop (for the caller's
+/// mapping to make a kernel). An allocation only the host reads and writes
+/// (e.g. the deallocation pipeline's lists of pointers to free) stays in
+/// host memory. Then checks that nothing else on the host touches a buffer
+/// (verifyNoHostAccess). Run it before the caller's parallel loops are
+/// mapped. Other functions are left as they are.
+/// `symbols` finds the callees (other functions of the module: run it from
+/// a module pass).
+LogicalResult moveBuffersToDevice(func::FuncOp func,
+                                  SymbolTableCollection &symbols);
 
 } // namespace mlir::kpool
 
