@@ -80,8 +80,8 @@ int main() {
               outV = view(pooled.data(), {2, D}),
               closedV = view(closed.data(), {2});
     uint64_t status = 0;
-    kpool_f32_d20_k3_ring_close(&outV, &closedV, &tailV, &kV, &kV, &apeV,
-                                &iroV, &cacheV, &slotsV, 2, &status, nullptr);
+    kpool_f32_d20_k3_ring_close(&outV, &closedV, &tailV, &kV, &kV, &apeV, &iroV,
+                                &cacheV, &slotsV, 2, &status, nullptr);
     bool defined = closed[0] == -1 && closed[1] == -1;
     for (float v : pooled)
       defined &= v == 0.f;

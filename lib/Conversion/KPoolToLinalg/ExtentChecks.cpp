@@ -46,8 +46,7 @@ Value ExtentChecks::expectedOf(const Check &c) {
 }
 
 Value ExtentChecks::fails(const Check &c, Value actual, Value expected) {
-  return e.cmp(c.atLeast ? arith::CmpIPredicate::ult
-                         : arith::CmpIPredicate::ne,
+  return e.cmp(c.atLeast ? arith::CmpIPredicate::ult : arith::CmpIPredicate::ne,
                actual, expected);
 }
 
@@ -57,9 +56,9 @@ Value ExtentChecks::allHold() {
     if (!isDynamic(c))
       continue;
     Value actual = e.dim(c.memref, c.dim);
-    Value holds = e.cmp(c.atLeast ? arith::CmpIPredicate::sge
-                                  : arith::CmpIPredicate::eq,
-                        actual, expectedOf(c));
+    Value holds =
+        e.cmp(c.atLeast ? arith::CmpIPredicate::sge : arith::CmpIPredicate::eq,
+              actual, expectedOf(c));
     ok = e.both(ok, holds);
   }
   return ok;
@@ -83,8 +82,8 @@ void ExtentChecks::recordFirstFailure() {
                                          e.i64(status::kExtentMax));
         return arith::ShLIOp::create(b, loc, v, e.i64(shift));
       };
-      status::ExtentFinding fixed{c.operand, uint8_t(c.dim), c.expectation,
-                                  0, 0};
+      status::ExtentFinding fixed{c.operand, uint8_t(c.dim), c.expectation, 0,
+                                  0};
       Value word = arith::OrIOp::create(
           b, loc,
           arith::OrIOp::create(b, loc,
@@ -100,8 +99,7 @@ void ExtentChecks::recordFirstFailure() {
   });
 }
 
-void ExtentChecks::guard(function_ref<void()> holds,
-                         function_ref<Value()> rows,
+void ExtentChecks::guard(function_ref<void()> holds, function_ref<Value()> rows,
                          function_ref<void(Value)> nothing) {
   Value ok = allHold();
   if (!ok)

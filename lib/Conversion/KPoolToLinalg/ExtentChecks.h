@@ -57,8 +57,7 @@ public:
   /// below `rows()` (when given; e.g. closed_pool = -1), and records the
   /// finding (iteration 0). No such kernel when there is nothing to write
   /// and no status word.
-  void guard(function_ref<void()> holds,
-             function_ref<Value()> rows = nullptr,
+  void guard(function_ref<void()> holds, function_ref<Value()> rows = nullptr,
              function_ref<void(Value)> nothing = nullptr);
 
   /// `memref` cast to the type whose dimensions checked against a static
