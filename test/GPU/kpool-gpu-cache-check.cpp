@@ -14,23 +14,20 @@
 // (test/lib/Reference/PoolCache.h) applied to the device's own dense pool;
 // every other byte of the cache allocation must keep its canary. A last
 // call with a bad block table (-1, pages at or past N, too narrow) checks
-// the kernels' guards the same way. On a device this checks the warp
-// shuffles, the hardware FP8 conversion and the guards of kpool-map-to-gpu;
-// -emulated runs the same program over the CPU kernels.
+// the kernels' guards the same way. On a device, or through the emulated
+// CUDA driver (test/lib/CudaEmu: the same PTX executed), this checks the
+// warp shuffles, the FP8 conversion and the guards of kpool-map-to-gpu.
+// Every cache format is covered: FP8 with and without the rotation, absmax
+// and pow2 scales, entries of the element type with and without it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifdef KPOOL_GPU_ON_CPU
-#include "kpool_gpu_cpu_bf16_d128_k4_element_hadamard.h"
-#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_absmax.h"
-#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_pow2.h"
-#include "kpool_gpu_cpu_f32_d128_k4_fp8_none_absmax.h"
-#else
 #include "kpool_gpu_bf16_d128_k4_element_hadamard.h"
 #include "kpool_gpu_bf16_d128_k4_fp8_hadamard_absmax.h"
 #include "kpool_gpu_bf16_d128_k4_fp8_hadamard_pow2.h"
+#include "kpool_gpu_f16_d128_k4_fp8_none_pow2.h"
+#include "kpool_gpu_f32_d128_k4_element_none.h"
 #include "kpool_gpu_f32_d128_k4_fp8_none_absmax.h"
-#endif
 
 #include "GPU/GpuSupport.h"
 #include "Reference/PoolCache.h"
@@ -89,6 +86,9 @@ struct CacheBuffer {
 };
 
 int failures = 0;
+/// Calls of one token per request after the chunked prefill (-1: until
+/// every request is done).
+int64_t decodeCalls = -1;
 
 void expect(bool ok, const char *what) {
   std::printf("%s: %s\n", ok ? "ok" : "FAIL", what);
@@ -181,6 +181,8 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
     for (int64_t b = 0; b < B; ++b) {
       int64_t left = lengths[b] - done[b];
       int64_t chunk = calls < 6 ? int64_t(rng() % 37) + 1 : 1;
+      if (calls >= 6 && decodeCalls >= 0 && calls >= 6 + decodeCalls)
+        chunk = 0;
       counts[b] = std::min(left, chunk);
       any |= counts[b] > 0;
     }
@@ -313,29 +315,47 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--decode-calls=", 0) == 0) {
+      decodeCalls = std::atoll(arg.c_str() + 15);
+    } else {
+      std::fprintf(stderr, "usage: %s [--decode-calls=<n>]\n", argv[0]);
+      return 2;
+    }
+  }
   std::printf("kpool-gpu-cache-check: %s\n", deviceDescription().c_str());
   using reference::CacheEntry;
   using reference::Rotate;
   using reference::Scale;
-  KernelSet absmax(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_absmax),
-                   KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_absmax));
-  KernelSet pow2(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_pow2),
-                 KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_pow2));
-  KernelSet f32(KPOOL_GPU_CONFIG(f32_d128_k4_fp8_none_absmax),
-                KPOOL_GPU_BACKEND(f32_d128_k4_fp8_none_absmax));
-  KernelSet element(KPOOL_GPU_CONFIG(bf16_d128_k4_element_hadamard),
-                    KPOOL_GPU_BACKEND(bf16_d128_k4_element_hadamard));
-  run(absmax, {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax},
-      "fp8 hadamard absmax", 3);
-  run(pow2, {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2},
-      "fp8 hadamard pow2", 5);
+#define KPOOL_GPU_KERNELS(name)                                                \
+  KernelSet name(kpool_##name##_cuda_config(), kpool_##name##_cuda_backend())
+  KPOOL_GPU_KERNELS(bf16_d128_k4_fp8_hadamard_absmax);
+  KPOOL_GPU_KERNELS(bf16_d128_k4_fp8_hadamard_pow2);
+  KPOOL_GPU_KERNELS(f32_d128_k4_fp8_none_absmax);
+  KPOOL_GPU_KERNELS(f16_d128_k4_fp8_none_pow2);
+  KPOOL_GPU_KERNELS(bf16_d128_k4_element_hadamard);
+  KPOOL_GPU_KERNELS(f32_d128_k4_element_none);
+#undef KPOOL_GPU_KERNELS
+  run(bf16_d128_k4_fp8_hadamard_absmax,
+      {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax}, "fp8 hadamard absmax",
+      3);
+  run(bf16_d128_k4_fp8_hadamard_pow2,
+      {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2}, "fp8 hadamard pow2", 5);
   // f32 rows: 32 lanes a row group on the GPU; no rotation.
-  run(f32, {CacheEntry::FP8, Rotate::None, Scale::Absmax},
-      "f32 fp8 absmax", 7);
+  run(f32_d128_k4_fp8_none_absmax,
+      {CacheEntry::FP8, Rotate::None, Scale::Absmax}, "f32 fp8 absmax", 7);
+  run(f16_d128_k4_fp8_none_pow2, {CacheEntry::FP8, Rotate::None, Scale::Pow2},
+      "f16 fp8 pow2", 11);
   // Entries of the element type: no scales.
-  run(element, {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
+  run(bf16_d128_k4_element_hadamard,
+      {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
       "bf16 element hadamard", 9);
+  run(f32_d128_k4_element_none,
+      {CacheEntry::Element, Rotate::None, Scale::Absmax}, "f32 element", 13);
   std::printf("%s\n", failures ? "FAILED" : "all passed");
+  std::printf("digest of every device download: %016llx\n",
+              (unsigned long long)downloadDigest());
   return failures ? 1 : 0;
 }

@@ -1,8 +1,10 @@
 //===- kpool-gpu-check.cpp - differential tests of the CUDA kernels -------===//
 //
 // Self-checking tests of the ahead-of-time CUDA kernels (kpool-aot
-// --target=cuda) on device buffers, for bf16/f16/f32 at head_dim 128 kpool 4,
-// bf16 head_dim 64 kpool 3 and bf16 head_dim 8 kpool 1. Per configuration:
+// --target=cuda) on device buffers -- a GPU's, or the emulated CUDA
+// driver's (test/lib/CudaEmu), which executes the same PTX -- for
+// bf16/f16/f32 at head_dim 128 kpool 4, bf16 head_dim 64 kpool 3, bf16
+// head_dim 8 kpool 1 and f16 head_dim 32 kpool 2. Per configuration:
 //
 //  (a) a ragged mixed call -- a prefill, a speculative decode past position
 //      2^18 (pool ids past 2^16), a single-token decode, a chunked-prefill
@@ -35,24 +37,20 @@
 //      compress of the accepted sequence.
 //
 // Prints one line per case (PASS/FAIL, with its measurements; --verbose
-// adds a line per check) and `N passed, M failed`; exits 1 on failure, 2
-// when there is no usable GPU.
+// adds a line per check), `N passed, M failed` and a digest of every
+// device download; exits 1 on failure, 2 when there is no usable GPU.
+// --config=<name>[,<name>...] (e.g. bf16_d128_k4) runs some configurations
+// only; --speculative=<n> sets case (f)'s schedules per configuration
+// (2000; the emulated suite runs fewer).
 //
 //===----------------------------------------------------------------------===//
 
-#ifdef KPOOL_GPU_ON_CPU
-#include "kpool_gpu_cpu_bf16_d128_k4.h"
-#include "kpool_gpu_cpu_bf16_d64_k3.h"
-#include "kpool_gpu_cpu_bf16_d8_k1.h"
-#include "kpool_gpu_cpu_f16_d128_k4.h"
-#include "kpool_gpu_cpu_f32_d128_k4.h"
-#else
 #include "kpool_gpu_bf16_d128_k4.h"
 #include "kpool_gpu_bf16_d64_k3.h"
 #include "kpool_gpu_bf16_d8_k1.h"
 #include "kpool_gpu_f16_d128_k4.h"
+#include "kpool_gpu_f16_d32_k2.h"
 #include "kpool_gpu_f32_d128_k4.h"
-#endif
 
 #include "GPU/GpuSupport.h"
 #include "Reference/VerifySchedule.h"
@@ -811,45 +809,75 @@ void caseValidation(const KernelSet &kernels) {
 
 int main(int argc, char **argv) {
   int64_t speculative = 2000;
+  std::string only;
+  auto usage = [&] {
+    std::fprintf(stderr,
+                 "usage: %s [--verbose] [--speculative=<schedules per "
+                 "configuration>] [--config=<name>[,<name>...]]\n",
+                 argv[0]);
+    return 2;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--verbose" || arg == "-v") {
       verbose = true;
     } else if (arg.rfind("--speculative=", 0) == 0) {
       speculative = std::atoll(arg.c_str() + 14);
+    } else if (arg.rfind("--config=", 0) == 0) {
+      only = "," + arg.substr(9) + ",";
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--verbose] [--speculative=<schedules per "
-                   "configuration>]\n",
-                   argv[0]);
-      return 2;
+      return usage();
     }
   }
-  std::printf("kpool-gpu-check: %s\n", deviceDescription().c_str());
-  std::vector<std::unique_ptr<KernelSet>> sets;
-  auto add = [&](KernelConfig config, KernelBackend backend) {
-    sets.push_back(std::make_unique<KernelSet>(config, std::move(backend)));
+  struct Config {
+    const char *name;
+    KernelConfig config;
+    KernelBackend backend;
+    bool validation; ///< also run case (e)
   };
-  add(KPOOL_GPU_CONFIG(bf16_d128_k4), KPOOL_GPU_BACKEND(bf16_d128_k4));
-  add(KPOOL_GPU_CONFIG(f16_d128_k4), KPOOL_GPU_BACKEND(f16_d128_k4));
-  add(KPOOL_GPU_CONFIG(f32_d128_k4), KPOOL_GPU_BACKEND(f32_d128_k4));
-  add(KPOOL_GPU_CONFIG(bf16_d64_k3), KPOOL_GPU_BACKEND(bf16_d64_k3));
-  add(KPOOL_GPU_CONFIG(bf16_d8_k1), KPOOL_GPU_BACKEND(bf16_d8_k1));
+#define KPOOL_GPU_CONFIG(name, validation)                                     \
+  Config{#name, kpool_##name##_cuda_config(), kpool_##name##_cuda_backend(),   \
+         validation}
+  std::vector<Config> all = {KPOOL_GPU_CONFIG(bf16_d128_k4, true),
+                             KPOOL_GPU_CONFIG(f16_d128_k4, false),
+                             KPOOL_GPU_CONFIG(f32_d128_k4, false),
+                             KPOOL_GPU_CONFIG(bf16_d64_k3, true),
+                             KPOOL_GPU_CONFIG(bf16_d8_k1, false),
+                             KPOOL_GPU_CONFIG(f16_d32_k2, false)};
+#undef KPOOL_GPU_CONFIG
+  std::vector<Config> chosen;
+  for (Config &c : all)
+    if (only.empty() ||
+        only.find("," + std::string(c.name) + ",") != std::string::npos)
+      chosen.push_back(std::move(c));
+  if (chosen.empty() ||
+      (!only.empty() && std::count(only.begin(), only.end(), ',') !=
+                            int64_t(chosen.size()) + 1)) {
+    std::fprintf(stderr, "%s: --config names one of", argv[0]);
+    for (const char *n : {"bf16_d128_k4", "f16_d128_k4", "f32_d128_k4",
+                          "bf16_d64_k3", "bf16_d8_k1", "f16_d32_k2"})
+      std::fprintf(stderr, " %s", n);
+    std::fprintf(stderr, "\n");
+    return usage();
+  }
+  std::printf("kpool-gpu-check: %s\n", deviceDescription().c_str());
   std::printf("tolerance vs the reference: bf16/f16 %s, f32 %s ulp of the "
               "largest member key\n",
               fmt(toleranceUlp(KPOOL_BF16)).c_str(),
               fmt(toleranceUlp(KPOOL_F32)).c_str());
-  for (const auto &set : sets) {
-    const KernelSet &kernels = *set;
+  for (Config &c : chosen) {
+    KernelSet kernels(c.config, std::move(c.backend));
     caseRagged(kernels);
     caseSchedule(kernels, /*fused=*/false);
     caseSchedule(kernels, /*fused=*/true);
     caseStrided(kernels);
     caseBadMetadata(kernels);
     caseSpeculative(kernels, speculative);
+    if (c.validation)
+      caseValidation(kernels);
   }
-  caseValidation(*sets[0]);
-  caseValidation(*sets[3]);
   std::printf("%d passed, %d failed\n", passed, failed);
+  std::printf("digest of every device download: %016llx\n",
+              (unsigned long long)downloadDigest());
   return failed ? 1 : 0;
 }
