@@ -619,8 +619,9 @@ bool Decoder::convert() {
   in.type2 = src2;
   in.rnd = irnd != Round::None ? irnd : rnd;
   in.mode2 = irnd != Round::None ? 1 : 0; // integer rounding
-  bool pair = dstT == Ty::F16x2 || dstT == Ty::BF16x2 ||
-              ((dstT == Ty::E4M3x2 || dstT == Ty::E5M2x2) && src2 == Ty::F32);
+  bool pair = (dstT == Ty::F16x2 || dstT == Ty::BF16x2 ||
+               dstT == Ty::E4M3x2 || dstT == Ty::E5M2x2) &&
+              src2 == Ty::F32;
   if (!operands(pair ? 3 : 2, pair ? 3 : 2))
     return false;
   if (!dst(0, st.operands[0]) || !src(0, st.operands[1], src2))
