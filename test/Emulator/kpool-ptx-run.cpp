@@ -16,7 +16,8 @@
 // Arguments, one per kernel parameter in order: buf:NAME[+BYTES] (its
 // address), u8/u16/u32/u64/s32/s64/f32/f64:VALUE.
 // Options: --order forward|reverse|random, --seed N, --approx
-// nominal|adversarial, --approx-seed N, --quantum N, --no-memcheck,
+// nominal|adversarial, --approx-seed N, --quantum N,
+// --max-warp-instructions N, --no-memcheck,
 // --no-racecheck, --no-synccheck, --no-initcheck, --profile (prints the
 // emulated counters), --list (the module's kernels), --parse-only.
 //
@@ -225,6 +226,7 @@ int main(int argc, char **argv) {
     else if (a == "--seed") options.seed = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--approx-seed") options.approxSeed = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--quantum") options.quantum = uint32_t(std::strtoul(next().c_str(), nullptr, 0));
+    else if (a == "--max-warp-instructions") options.maxWarpInstructions = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--order") {
       std::string o = next();
       options.order = o == "reverse" ? Order::Reverse

@@ -123,8 +123,12 @@ void Launch::report(Finding::Kind kind, bool fatal, const Warp *w,
     std::string text = line && line <= module.lines.size()
                            ? module.lines[line - 1]
                            : std::string();
+    size_t comment = text.find("//");
+    if (comment != std::string::npos)
+      text = text.substr(0, comment);
     size_t b = text.find_first_not_of(" \t");
-    text = b == std::string::npos ? std::string() : text.substr(b);
+    size_t e = text.find_last_not_of(" \t\r");
+    text = b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
     m += ", PTX line " + std::to_string(line) + ": " + text;
   }
   findingIndex[key] = {findings.size(), 0};
