@@ -413,12 +413,9 @@ int main(int argc, char **argv) {
       cpuFeatures = f.getString();
     }
   }
-  // The CUDA objects load their GPU modules from a static constructor
-  // (MLIR's gpu.binary translation): it must go in .init_array, which
-  // glibc runs. TargetOptions' default puts it in .ctors, which neither
-  // lld nor glibc's start-up code runs, so the module handle stayed null
-  // and the first launch crashed in mgpuModuleGetFunction (found by the
-  // emulated CUDA driver, test/lib/CudaEmu).
+  // Module constructors (the CUDA target loads its GPU modules in them) go
+  // to .init_array: lld keeps a legacy .ctors section apart, where glibc
+  // never runs it.
   TargetOptions targetOptions;
   targetOptions.UseInitArray = true;
   std::unique_ptr<TargetMachine> machine(llvmTarget->createTargetMachine(
