@@ -32,8 +32,12 @@ namespace {
 /// a child forked while another thread held it must not wait on it.
 std::atomic<pid_t> initializedIn{0};
 
-/// The calling thread's context stack.
-thread_local std::vector<CUcontext> contextStack;
+/// The depth of the calling thread's context stack. The primary context is
+/// the only context, so every entry of the stack is it. (A count, not a
+/// container: kpool's CUDA layer pushes and pops contexts from library
+/// destructors, after thread-local objects are destroyed.)
+thread_local int contextDepth = 0;
+constexpr int kMaxContextDepth = 1 << 20;
 /// The calling thread's capture interaction mode
 /// (cuThreadExchangeStreamCaptureMode).
 thread_local CUstreamCaptureMode threadCaptureMode =
@@ -99,8 +103,7 @@ Entry::Entry(const char *call, unsigned needs) : name(call) {
                       "unusable, as on a device");
     return;
   }
-  if ((needs & Context & ~Init) &&
-      (contextStack.empty() || !contextStack.back())) {
+  if ((needs & Context & ~Init) && contextDepth == 0) {
     result = fail(CUDA_ERROR_INVALID_CONTEXT, "no current context");
     return;
   }
@@ -131,9 +134,7 @@ CUresult Entry::fail(CUresult code, const std::string &text) const {
   return code;
 }
 
-bool driver::hasCurrentContext() {
-  return !contextStack.empty() && contextStack.back();
-}
+bool driver::hasCurrentContext() { return contextDepth > 0; }
 
 void driver::atExit() {
   Driver &d = state();
@@ -466,7 +467,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *context) {
     return e.status();
   if (!context)
     return e.fail(CUDA_ERROR_INVALID_VALUE, "context is NULL");
-  *context = contextStack.empty() ? nullptr : contextStack.back();
+  *context = contextDepth ? state().primary : nullptr;
   return CUDA_SUCCESS;
 }
 
@@ -476,14 +477,11 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext context) {
     return e.status();
   if (context && !validContext(context))
     return e.fail(CUDA_ERROR_INVALID_CONTEXT, "not a context");
-  if (!context) {
-    if (!contextStack.empty())
-      contextStack.pop_back();
-  } else if (contextStack.empty()) {
-    contextStack.push_back(context);
-  } else {
-    contextStack.back() = context;
-  }
+  // Replaces the top of the stack (all of it is the primary context).
+  if (!context)
+    contextDepth = std::max(0, contextDepth - 1);
+  else if (contextDepth == 0)
+    contextDepth = 1;
   return CUDA_SUCCESS;
 }
 
@@ -493,7 +491,10 @@ CUresult CUDAAPI cuCtxPushCurrent(CUcontext context) {
     return e.status();
   if (!validContext(context))
     return e.fail(CUDA_ERROR_INVALID_CONTEXT, "not a context");
-  contextStack.push_back(context);
+  if (contextDepth == kMaxContextDepth)
+    return e.fail(CUDA_ERROR_OUT_OF_MEMORY,
+                  "the context stack holds 2^20 contexts already");
+  ++contextDepth;
   return CUDA_SUCCESS;
 }
 
@@ -501,11 +502,11 @@ CUresult CUDAAPI cuCtxPopCurrent(CUcontext *context) {
   Entry e("cuCtxPopCurrent", Entry::Init);
   if (e.failed())
     return e.status();
-  if (contextStack.empty())
+  if (contextDepth == 0)
     return e.fail(CUDA_ERROR_INVALID_CONTEXT, "the context stack is empty");
   if (context)
-    *context = contextStack.back();
-  contextStack.pop_back();
+    *context = state().primary;
+  --contextDepth;
   return CUDA_SUCCESS;
 }
 

@@ -84,22 +84,6 @@ void run(Stream &stream, const Op &op) {
   }
 }
 
-const char *kindName(Finding::Kind kind) {
-  switch (kind) {
-  case Finding::Kind::Memcheck:
-    return "memcheck";
-  case Finding::Kind::Racecheck:
-    return "racecheck";
-  case Finding::Kind::Synccheck:
-    return "synccheck";
-  case Finding::Kind::Initcheck:
-    return "initcheck";
-  case Finding::Kind::Execution:
-    break;
-  }
-  return "error";
-}
-
 uint64_t splitmix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -219,8 +203,7 @@ void driver::execute(Stream &stream, const KernelLaunch &launch) {
                       launch.function->name() + " (" + describe(stream) + ")";
   constexpr size_t kShown = 20;
   for (size_t i = 0; i < result.findings.size() && i < kShown; ++i)
-    say(where + ": " + kindName(result.findings[i].kind) + ": " +
-        result.findings[i].message);
+    say(where + ": " + result.findings[i].message);
   if (result.findings.size() > kShown)
     say(where + ": " + std::to_string(result.findings.size() - kShown) +
         " more findings not shown");
