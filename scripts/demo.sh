@@ -79,6 +79,4 @@ lower serving_step_cache
 assemble serving_step_cache
 
 echo "== 4. a serving schedule into a paged FP8 cache, every byte checked"
-# Under emulation a shorter decode phase: the schedule's every call still
-# checks every cache byte.
-on_gpu_or_emulated kpool-gpu-cache-check --emulated --decode-calls=12
+on_gpu_or_emulated kpool-gpu-cache-check

@@ -86,9 +86,6 @@ struct CacheBuffer {
 };
 
 int failures = 0;
-/// Calls of one token per request after the chunked prefill (-1: until
-/// every request is done).
-int64_t decodeCalls = -1;
 
 void expect(bool ok, const char *what) {
   std::printf("%s: %s\n", ok ? "ok" : "FAIL", what);
@@ -181,8 +178,6 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
     for (int64_t b = 0; b < B; ++b) {
       int64_t left = lengths[b] - done[b];
       int64_t chunk = calls < 6 ? int64_t(rng() % 37) + 1 : 1;
-      if (calls >= 6 && decodeCalls >= 0 && calls >= 6 + decodeCalls)
-        chunk = 0;
       counts[b] = std::min(left, chunk);
       any |= counts[b] > 0;
     }
@@ -315,16 +310,7 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
 
 } // namespace
 
-int main(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--decode-calls=", 0) == 0) {
-      decodeCalls = std::atoll(arg.c_str() + 15);
-    } else {
-      std::fprintf(stderr, "usage: %s [--decode-calls=<n>]\n", argv[0]);
-      return 2;
-    }
-  }
+int main() {
   std::printf("kpool-gpu-cache-check: %s\n", deviceDescription().c_str());
   using reference::CacheEntry;
   using reference::Rotate;

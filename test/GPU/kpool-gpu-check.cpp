@@ -322,9 +322,11 @@ void randomize(const KernelConfig &config, CallData &d, std::mt19937 &rng) {
 CallData raggedCall(const KernelConfig &config, unsigned seed) {
   CallData d;
   // prefill, speculative decode past 2^18, decode, chunked prefill
-  // continuation, no tokens, batch padding (num_requests = 5).
+  // continuation, no tokens, batch padding (num_requests = 5). Requests 1
+  // and 3 hold ring members for every kpool of 2 to 4: two pools closed
+  // from the ring.
   std::vector<uint32_t> tokens = {37, 3, 1, 19, 0, 0};
-  d.cache = {0, 300001, 6, 10, 5, 9};
+  d.cache = {0, 300001, 6, 11, 5, 9};
   d.slots = {3, 0, 5, 1, 4, 2};
   d.B = 6;
   d.numRequests = 5;
