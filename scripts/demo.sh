@@ -32,24 +32,17 @@ have_gpu() {
   command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
 }
 
-# Runs GPU program $1 (arguments after --emulated: only under emulation) on
-# the GPU when there is one, else through the emulated CUDA driver of
-# test/lib/CudaEmu (the same binary and PTX, executed on the CPU), when this
-# build has it with its PTX executor.
+# Runs GPU program $1 on the GPU when there is one, else through the
+# emulated CUDA driver of test/lib/CudaEmu (the same binary and PTX,
+# executed on the CPU), when this build has it with its PTX executor.
 on_gpu_or_emulated() {
-  local program="$1" emulated=()
-  shift
-  if [ "${1:-}" = --emulated ]; then
-    shift
-    emulated=("$@")
-  fi
-  if have_gpu && [ -x "$build/bin/$program" ]; then
-    "$build/bin/$program"
-  elif [ -x "$build/bin/$program" ] && [ -e "$build/lib/cuda-emu/libcuda.so.1" ] &&
+  if have_gpu && [ -x "$build/bin/$1" ]; then
+    "$build/bin/$1"
+  elif [ -x "$build/bin/$1" ] && [ -e "$build/lib/cuda-emu/libcuda.so.1" ] &&
       grep -q '^KPOOL_CUDA_EMU_EXECUTES:INTERNAL=ON' "$build/CMakeCache.txt"; then
     echo "   (no GPU here: the shipped PTX through the emulated CUDA driver)"
     LD_LIBRARY_PATH="$build/lib/cuda-emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-      "$build/bin/$program" "${emulated[@]}"
+      "$build/bin/$1"
   else
     echo "   (no GPU here, and no emulated CUDA driver with its PTX executor in"
     echo "    this build (it needs the CUDA toolkit): skipped)"
