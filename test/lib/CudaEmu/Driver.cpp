@@ -7,7 +7,7 @@
 // selected by LD_LIBRARY_PATH. The kernels' PTX runs in the PTX executor
 // (Executor.h). This file: initialization, the one device, contexts, error
 // names, cuGetProcAddress, and the introspection calls of Introspection.h.
-// Memory.cpp, Streams.cpp and Modules.cpp hold the rest.
+// Memory.cpp, Streams.cpp, Graphs.cpp and Modules.cpp hold the rest.
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,8 +2,8 @@
 //
 // Internal to the emulated CUDA driver (libcuda.so.1 of <build>/lib/cuda-emu,
 // docs/gpu.md "The emulated CUDA driver"): the objects behind the driver's
-// handles and what the entry points of Driver.cpp, Memory.cpp, Streams.cpp
-// and Modules.cpp share. The PTX executor (Executor.h) runs the kernels.
+// handles and what the entry points of Driver.cpp, Memory.cpp, Streams.cpp,
+// Graphs.cpp and Modules.cpp share. The PTX executor (Executor.h) runs the kernels.
 //
 // One lock serializes every entry point, kernel execution included: the
 // driver is thread-safe, not concurrent. A handle is the address of the
@@ -112,7 +112,7 @@ struct Module {
 };
 
 //===----------------------------------------------------------------------===//
-// Launches, streams, events, capture and graphs (Streams.cpp)
+// Launches, streams, events (Streams.cpp), capture and graphs (Graphs.cpp)
 //===----------------------------------------------------------------------===//
 
 /// A kernel launch as enqueued or captured: the parameters' bytes are
