@@ -375,7 +375,22 @@ uint16_t kpool::emu::numerics::f64ToBF16(double a, Mode mode, bool satfinite,
 }
 
 uint8_t kpool::emu::numerics::f32ToE4M3(uint32_t a, bool relu) {
-  return uint8_t(encode(double(floatOf(a)), kE4M3, Mode::RN, true, relu));
+  // Bit-level round to nearest even (kernels convert every cache entry).
+  uint32_t sign = (a >> 24) & 0x80u, mag = a & 0x7fffffffu;
+  if (mag > 0x7f800000u) // NaN: 0x7f, keeping the sign unless .relu
+    return uint8_t(relu ? 0x7fu : 0x7fu | sign);
+  if (relu && sign)
+    return 0;
+  if (mag >= 0x43e00000u) // >= 448 (and infinity): .satfinite
+    return uint8_t(0x7eu | sign);
+  if (mag < 0x3c800000u) { // below 2^-6: subnormal codes k * 2^-9
+    float scaled = floatOf(mag) * 512.0f; // exact; < 8
+    return uint8_t(uint32_t(std::nearbyint(scaled)) | sign);
+  }
+  // Normal: keep 3 fraction bits, ties to even; the f32 exponent rebiased
+  // from 127 to 7 is (E - 120), i.e. code = (mag >> 20) - (120 << 3).
+  uint32_t rounded = mag + 0x7ffffu + ((mag >> 20) & 1u);
+  return uint8_t(((rounded >> 20) - (120u << 3)) | sign);
 }
 
 uint8_t kpool::emu::numerics::f32ToE5M2(uint32_t a, bool relu) {
