@@ -24,6 +24,8 @@
 //      it.
 //
 // Prints a line per check and `N passed, M failed`; exits 1 on failure.
+// `kpool-emu-kernels --bench [tokens [mode]]` measures the executor's speed on the
+// production compress instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +39,9 @@
 #include "Reference/Reference.h"
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -464,7 +469,76 @@ void testStepCache(const char *label, const Options &options) {
 
 } // namespace
 
-int main() {
+/// --bench: the executor's speed on kpool's production compress (bf16,
+/// head_dim 128, kpool 4) over `tokens` prefill tokens, on this thread:
+/// thread-instructions per second with every check off, with the default
+/// checks, and with counters.
+int bench(int64_t tokens, int only) {
+  std::mt19937 rng(1);
+  Batch b;
+  for (int64_t r = 0; r < 8; ++r) {
+    b.cache.push_back(uint32_t(r % 4));
+    b.tokens.push_back(uint32_t(tokens / 8));
+  }
+  Operands op(KPOOL_BF16, b, rng);
+  Tensor pro(4, {op.B + 1});
+  reference::Geometry g{KPOOL_BF16, D, K};
+  HostCopy expectPro(pro);
+  reference::poolOffsets(g, expectPro.view, op.iro.view, op.cache.view);
+  int64_t P = reinterpret_cast<uint32_t *>(expectPro.bytes.data())[op.B];
+  Tensor pooled(2, {P, D});
+  // The thread-instructions of one call, from a profiled run.
+  launchOptions() = Options();
+  launchOptions().profile = true;
+  resetLaunchLog();
+  runCompress(op, pro, pooled);
+  const Counters &c = launchLog().counters;
+  uint64_t threadInstructions = c.integer + c.integer64 + c.floating +
+                                c.special + c.memory + c.control + c.sync;
+  std::printf("emulated compress (bf16, head_dim 128, kpool 4): %lld tokens, "
+              "%lld pools, %llu thread-instructions, %llu warp-instructions "
+              "(%.1f active lanes each)\n",
+              (long long)op.N, (long long)P,
+              (unsigned long long)threadInstructions,
+              (unsigned long long)c.warpInstructions,
+              double(c.activeLanes) / double(c.warpInstructions));
+  struct Mode {
+    const char *name;
+    Options options;
+  } modes[3];
+  modes[0].name = "no checks";
+  modes[0].options.memcheck = modes[0].options.racecheck =
+      modes[0].options.synccheck = modes[0].options.initcheck = false;
+  modes[1].name = "all checks (default)";
+  modes[2].name = "all checks and counters";
+  modes[2].options.profile = true;
+  for (Mode &m : modes) {
+    if (only >= 0 && &m - modes != only)
+      continue;
+    launchOptions() = m.options;
+    // CPU time of this thread: the machine may be shared.
+    auto cpu = [] {
+      timespec t;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+    };
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      double t0 = cpu();
+      runCompress(op, pro, pooled);
+      best = std::min(best, cpu() - t0);
+    }
+    std::printf("  %-26s %8.3f s of CPU per call, %7.1f million "
+                "thread-instructions per second (one core)\n",
+                m.name, best, double(threadInstructions) / best / 1e6);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "--bench")
+    return bench(argc > 2 ? std::atoll(argv[2]) : 16384,
+                 argc > 3 ? std::atoi(argv[3]) : -1);
   testCompress(KPOOL_BF16);
   testCompress(KPOOL_F32);
   testStepCache("step_cache fp8", Options());

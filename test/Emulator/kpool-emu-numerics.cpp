@@ -14,7 +14,8 @@
 //    against the reference encoder's values (through a threshold table the
 //    reference itself defines, checked against direct calls on the first
 //    500000).
-// And the bf16 and f16 roundings (cvt.rn.bf16.f32, cvt.rn.f16.f32) against
+// The f32 arithmetic in every rounding mode against the host FPU (run under
+// fesetround). And the bf16 and f16 roundings (cvt.rn.bf16.f32, cvt.rn.f16.f32) against
 // the reference's converters on the same 10 million inputs (NaNs compared
 // as NaNs: the reference keeps payloads, the ISA gives an unspecified NaN).
 //
@@ -28,6 +29,7 @@
 #include "Reference/PoolCache.h"
 
 #include <algorithm>
+#include <cfenv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -239,9 +241,93 @@ void testRandom() {
                      "reference (" + std::to_string(badF16) + " differ)");
 }
 
+/// add/sub/mul/fma/div/sqrt in the four IEEE rounding modes and with .ftz
+/// and .sat against the host FPU under fesetround (an independent
+/// mechanism: the emulator never changes the rounding mode).
+void testArithmetic() {
+  constexpr int kCount = 300000;
+  std::mt19937_64 rng(99);
+  static const int hostModes[] = {FE_TONEAREST, FE_TOWARDZERO, FE_DOWNWARD,
+                                  FE_UPWARD};
+  static const numerics::Mode modes[] = {numerics::Mode::RN, numerics::Mode::RZ,
+                                         numerics::Mode::RM, numerics::Mode::RP};
+  auto randomF32 = [&](uint64_t r) {
+    // Mostly nearby exponents (so that sums round and cancel), some
+    // anywhere, some subnormal.
+    uint32_t bits = uint32_t(r);
+    switch ((r >> 32) & 7) {
+    case 0: return bits;
+    case 1: return bits & 0x807fffffu; // subnormal or zero
+    default: return (bits & 0x807fffffu) | uint32_t(120 + ((r >> 40) % 16)) << 23;
+    }
+  };
+  size_t bad = 0;
+  auto flushed = [](float x, bool ftz) {
+    return ftz ? f32(numerics::flush32(reference::f32Bits(x))) : x;
+  };
+  for (int m = 0; m < 4; ++m) {
+    for (int i = 0; i < kCount; ++i) {
+      uint32_t a = randomF32(rng()), b = randomF32(rng()), c = randomF32(rng());
+      bool ftz = (i & 3) == 0, sat = (i & 7) == 1;
+      volatile float x = flushed(f32(a), ftz), y = flushed(f32(b), ftz),
+                     z = flushed(f32(c), ftz);
+      std::fesetround(hostModes[m]);
+      float sum = x + y, product = x * y, fused = std::fma(x, y, z),
+            quotient = x / y, root = std::sqrt(std::fabs(x));
+      std::fesetround(FE_TONEAREST);
+      auto expect = [&](float r, bool withSat) {
+        uint32_t u = reference::f32Bits(r);
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+          u = numerics::kCanonicalNaN32;
+        if (ftz)
+          u = numerics::flush32(u);
+        if (withSat && sat)
+          u = numerics::saturateF32(u);
+        return u;
+      };
+      uint32_t got[5] = {
+          numerics::addF32(a, b, modes[m], ftz, sat),
+          numerics::mulF32(a, b, modes[m], ftz, sat),
+          numerics::fmaF32(a, b, c, modes[m], ftz, sat),
+          numerics::divF32(a, b, modes[m], ftz),
+          numerics::sqrtF32(a & 0x7fffffffu, modes[m], ftz)};
+      uint32_t want[5] = {expect(sum, true), expect(product, true),
+                          expect(fused, true), expect(quotient, false),
+                          expect(root, false)};
+      for (int k = 0; k < 5; ++k)
+        if (got[k] != want[k] && bad++ < 5)
+          std::printf("  op %d mode %d ftz %d sat %d: a 0x%08x b 0x%08x c "
+                      "0x%08x: emulator 0x%08x, host 0x%08x\n",
+                      k, m, ftz, sat, a, b, c, got[k], want[k]);
+    }
+  }
+  // cvt.{rn,rz,rm,rp}.f32.s64 / .s32 against the host's conversion.
+  size_t badCvt = 0;
+  for (int m = 0; m < 4; ++m)
+    for (int i = 0; i < kCount; ++i) {
+      uint64_t r = rng();
+      volatile int64_t v = (i & 1) ? int64_t(r) : int64_t(int32_t(r));
+      std::fesetround(hostModes[m]);
+      float host = float(v);
+      std::fesetround(FE_TONEAREST);
+      uint32_t got = numerics::intToF32(uint64_t(v), true, modes[m]);
+      if (got != reference::f32Bits(host) && badCvt++ < 5)
+        std::printf("  cvt mode %d of %lld: emulator 0x%08x, host 0x%08x\n",
+                    m, (long long)v, got, reference::f32Bits(host));
+    }
+  check(badCvt == 0, "cvt.f32.s64/s32 in rn/rz/rm/rp equal the host's "
+                     "conversion on " +
+                         std::to_string(4 * kCount) + " random integers");
+  check(bad == 0, "add/mul/fma/div/sqrt.f32 in rn/rz/rm/rp with .ftz and "
+                  ".sat equal the host FPU on " +
+                      std::to_string(4 * kCount) + " random operand triples (" +
+                      std::to_string(bad) + " differ)");
+}
+
 } // namespace
 
 int main() {
+  testArithmetic();
   testKernel();
   testRandom();
   std::printf("%d passed, %d failed\n", passed, failed);

@@ -55,9 +55,13 @@ uint32_t kpool::emu::numerics::roundToF32(double hi, double lo, Mode mode) {
   }
   double d = hi - static_cast<double>(f); // exact
   if (mode == Mode::RN || mode == Mode::RNA) {
-    if (d == 0 && lo == 0)
-      return bitsOf(f);
-    if (d == 0) // hi is an f32; lo is far below half an ulp of it
+    if (d == 0 || (lo == 0 && mode == Mode::RN))
+      return bitsOf(f); // exact, or hi + 0 rounded once
+    // Only a hi exactly halfway between two f32 values can round the other
+    // way: for f32-normal magnitudes its double fraction then ends in a 1
+    // followed by 28 zeros.
+    if (std::fabs(hi) >= 0x1p-126 &&
+        (bitsOf(hi) & 0x1fffffffull) != 0x10000000ull)
       return bitsOf(f);
     // A tie in hi may be broken by lo; a tie in hi + lo only when lo == 0.
     float n = std::nextafter(f, d > 0 ? std::numeric_limits<float>::infinity()
@@ -186,6 +190,10 @@ uint32_t kpool::emu::numerics::divF32(uint32_t a, uint32_t b, Mode mode,
   }
   if (isNaN32(a) || isNaN32(b))
     return kCanonicalNaN32;
+  if (mode == Mode::RN) { // the host's IEEE division rounds to nearest even
+    float q = floatOf(a) / floatOf(b);
+    return q != q ? kCanonicalNaN32 : (ftz ? flush32(bitsOf(q)) : bitsOf(q));
+  }
   double x = floatOf(a), y = floatOf(b);
   double q = x / y;
   double lo = 0;
@@ -201,12 +209,16 @@ uint32_t kpool::emu::numerics::sqrtF32(uint32_t a, Mode mode, bool ftz) {
     a = flush32(a);
   if (isNaN32(a) || (signOf(a) && (a & 0x7fffffffu)))
     return kCanonicalNaN32; // NaN, and negatives other than -0
+  if (mode == Mode::RN) { // the host's IEEE square root
+    uint32_t r = bitsOf(std::sqrt(floatOf(a)));
+    return ftz ? flush32(r) : r;
+  }
   double x = floatOf(a);
   double s = std::sqrt(x);
   double lo = 0;
   if (std::isfinite(s) && s != 0) {
-    double rem = std::fma(-s, s, x); // exact
-    lo = rem;                        // same sign as the error of s
+    double rem = std::fma(-s, s, x); // exact: x - s^2
+    lo = rem / (2 * s);              // about sqrt(x) - s
   }
   return finishF32(roundToF32(s, lo, mode), ftz, false);
 }
@@ -356,6 +368,13 @@ double decode(uint32_t code, const Format &f) {
 
 uint16_t kpool::emu::numerics::f32ToBF16(uint32_t a, Mode mode, bool satfinite,
                                          bool relu) {
+  if (mode == Mode::RN && !satfinite && !relu) {
+    // Round to nearest even on the 16 dropped bits; a carry into the
+    // exponent (up to infinity) is the right result.
+    if (isNaN32(a))
+      return 0x7fff;
+    return uint16_t((a + 0x7fffu + ((a >> 16) & 1u)) >> 16);
+  }
   return uint16_t(encode(double(floatOf(a)), kBF16, mode, satfinite, relu));
 }
 

@@ -111,6 +111,8 @@ void kpool::emu::ptx::checkAccess(Launch &L, Warp &w, uint32_t lane,
       cell->reader = AccessRecord();
     }
   }
+  if (!hazard && !uninitialized && !(stale && race))
+    return;
   const char *space = shared ? "shared" : "global";
   std::string where = shared ? "shared address " + formatAddress(address)
                              : formatAddress(address);
