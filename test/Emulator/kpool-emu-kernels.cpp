@@ -21,7 +21,12 @@
 //      the reference's formulas applied to the executor's own dense pools;
 //      again under a random order with adversarial approximations;
 //  (e) zero findings (memcheck, racecheck, synccheck, initcheck) in all of
-//      it.
+//      it;
+//  (f) compress on strided k and gate (padded rows: kpool's strided
+//      kernel) gives the dense call's bits;
+//  (g) concurrent launches from four host threads give the single-thread
+//      bits;
+//  and the fused step without the cache through the same three calls.
 //
 // Prints a line per check and `N passed, M failed`; exits 1 on failure.
 // `kpool-emu-kernels --bench [tokens [mode]]` measures the executor's speed on the
@@ -48,6 +53,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace kpool;
@@ -317,6 +323,75 @@ void testCompress(KPoolElementType type) {
 }
 
 //===----------------------------------------------------------------------===//
+// (f), (g): strided views and concurrent launches.
+//===----------------------------------------------------------------------===//
+
+void testStridedAndConcurrent() {
+  launchOptions() = Options();
+  std::mt19937 rng(31);
+  Batch b;
+  b.cache = {0, 6, 2};
+  b.tokens = {40, 13, 27};
+  Operands op(KPOOL_BF16, b, rng);
+  Tensor pro(4, {op.B + 1});
+  reference::Geometry g{KPOOL_BF16, D, K};
+  HostCopy expectPro(pro);
+  reference::poolOffsets(g, expectPro.view, op.iro.view, op.cache.view);
+  int64_t P = reinterpret_cast<uint32_t *>(expectPro.bytes.data())[op.B];
+  Tensor pooled(2, {P, D});
+  size_t before = launchLog().findings.size();
+  std::vector<uint8_t> dense = runCompress(op, pro, pooled);
+
+  // k and gate with padded rows (160 elements apart): the strided kernel.
+  constexpr int64_t kPitch = 160;
+  Tensor kPad(2, {op.N, kPitch}), gatePad(2, {op.N, kPitch});
+  for (int64_t r = 0; r < op.N; ++r) {
+    std::memcpy(kPad.as<uint16_t>() + r * kPitch, op.k.as<uint16_t>() + r * D,
+                D * 2);
+    std::memcpy(gatePad.as<uint16_t>() + r * kPitch,
+                op.gate.as<uint16_t>() + r * D, D * 2);
+  }
+  KPoolView kView = kPad.view, gateView = gatePad.view;
+  kView.sizes[1] = gateView.sizes[1] = D;
+  Tensor pooled2(2, {P, D});
+  kpool_bf16_d128_k4_cuda_compress(&pooled2.view, &kView, &gateView,
+                                   &op.ape.view, &op.iro.view, &pro.view,
+                                   &op.cache.view, op.status.as<uint64_t>(),
+                                   nullptr);
+  bool strided = false;
+  for (const auto &[name, counters] : launchLog().perKernel)
+    strided |= name.find("compress_strided") != std::string::npos;
+  check(strided && pooled2.snapshot() == dense,
+        "(f) compress on padded k and gate rows (the strided kernel): the "
+        "dense call's bits");
+
+  // Four host threads launching at once, each into its own output.
+  constexpr int kThreads = 4;
+  std::vector<std::unique_ptr<Tensor>> outs, pros;
+  for (int t = 0; t < kThreads; ++t) {
+    outs.push_back(std::make_unique<Tensor>(2, std::vector<int64_t>{P, D}));
+    pros.push_back(std::make_unique<Tensor>(4, std::vector<int64_t>{op.B + 1}));
+  }
+  std::vector<std::thread> threads;
+  std::vector<std::vector<uint8_t>> results(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 3; ++rep)
+        results[t] = runCompress(op, *pros[t], *outs[t]);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  bool same = true;
+  for (const auto &r : results)
+    same &= r == dense;
+  check(same, "(g) 4 host threads launching compress concurrently (3 times "
+              "each): every result has the single-thread bits");
+  check(launchLog().findings.size() == before,
+        "(e) strided and concurrent compress: no findings" +
+            findingsSummary(before));
+}
+
+//===----------------------------------------------------------------------===//
 // (d): the fused step with the FP8 pool cache.
 //===----------------------------------------------------------------------===//
 
@@ -337,7 +412,7 @@ struct CacheState {
 
 /// One step call: runs the kernel and checks it against the reference.
 void stepCall(const char *name, CacheState &cs, const Batch &b,
-              std::mt19937 &rng, const Tensor &ape) {
+              std::mt19937 &rng, const Tensor &ape, bool withCache) {
   Operands op(KPOOL_BF16, b, rng, &ape);
   reference::Geometry g{KPOOL_BF16, D, K};
   reference::CacheFormat f{reference::CacheEntry::FP8,
@@ -351,11 +426,18 @@ void stepCall(const char *name, CacheState &cs, const Batch &b,
 
   HostCopy tailBefore(cs.tail), keysBefore(cs.keys), scalesBefore(cs.scales);
   size_t before = launchLog().findings.size();
-  kpool_bf16_d128_k4_fp8_hadamard_absmax_cuda_step_cache(
-      &closed.view, &closedPool.view, &pro.view, &pooled.view, &cs.tail.view,
-      &cs.keys.view, &cs.scales.view, &op.k.view, &op.gate.view,
-      &ape.view, &op.iro.view, &op.cache.view, &op.slot.view,
-      int32_t(op.B), &cs.table.view, op.status.as<uint64_t>(), nullptr);
+  if (withCache)
+    kpool_bf16_d128_k4_fp8_hadamard_absmax_cuda_step_cache(
+        &closed.view, &closedPool.view, &pro.view, &pooled.view,
+        &cs.tail.view, &cs.keys.view, &cs.scales.view, &op.k.view,
+        &op.gate.view, &ape.view, &op.iro.view, &op.cache.view, &op.slot.view,
+        int32_t(op.B), &cs.table.view, op.status.as<uint64_t>(), nullptr);
+  else
+    kpool_bf16_d128_k4_cuda_step(&closed.view, &closedPool.view, &pro.view,
+                                 &pooled.view, &cs.tail.view, &op.k.view,
+                                 &op.gate.view, &ape.view, &op.iro.view,
+                                 &op.cache.view, &op.slot.view, int32_t(op.B),
+                                 op.status.as<uint64_t>(), nullptr);
 
   // The reference on host copies: ring_close, pool_offsets, compress,
   // seed_tail.
@@ -419,6 +501,14 @@ void stepCall(const char *name, CacheState &cs, const Batch &b,
   check(worst <= 1.0 && pools > 0, tag + buf);
 
   // The cache: the reference's formulas on the executor's own dense pools.
+  if (!withCache) {
+    check(cs.keys.snapshot() == keysBefore.bytes,
+          tag + "no cache byte written by the plain step");
+    check(*op.status.as<uint64_t>() == 0, tag + "the status word stays 0");
+    check(launchLog().findings.size() == before,
+          tag + "no findings" + findingsSummary(before));
+    return;
+  }
   HostCopy expKeys(cs.keys), expScales(cs.scales);
   expKeys.bytes = keysBefore.bytes;
   expKeys.view.data = expKeys.bytes.data();
@@ -442,7 +532,7 @@ void stepCall(const char *name, CacheState &cs, const Batch &b,
         tag + "no findings" + findingsSummary(before));
 }
 
-void testStepCache(const char *label, const Options &options) {
+void testStep(const char *label, const Options &options, bool withCache) {
   launchOptions() = options;
   std::mt19937 rng(77);
   CacheState cs(3);
@@ -461,9 +551,9 @@ void testStepCache(const char *label, const Options &options) {
   std::string n1 = std::string(label) + ", call 1 (prefill chunks)";
   std::string n2 = std::string(label) + ", call 2 (ring closes)";
   std::string n3 = std::string(label) + ", call 3 (decode)";
-  stepCall(n1.c_str(), cs, call1, rng, ape);
-  stepCall(n2.c_str(), cs, call2, rng, ape);
-  stepCall(n3.c_str(), cs, call3, rng, ape);
+  stepCall(n1.c_str(), cs, call1, rng, ape, withCache);
+  stepCall(n2.c_str(), cs, call2, rng, ape, withCache);
+  stepCall(n3.c_str(), cs, call3, rng, ape, withCache);
   launchOptions() = Options();
 }
 
@@ -541,13 +631,15 @@ int main(int argc, char **argv) {
                  argc > 3 ? std::atoi(argv[3]) : -1);
   testCompress(KPOOL_BF16);
   testCompress(KPOOL_F32);
-  testStepCache("step_cache fp8", Options());
+  testStridedAndConcurrent();
+  testStep("step (no cache)", Options(), false);
+  testStep("step_cache fp8", Options(), true);
   Options adversarial;
   adversarial.order = Order::Random;
   adversarial.seed = 5;
   adversarial.approx = Approx::Adversarial;
   adversarial.approxSeed = 9;
-  testStepCache("step_cache fp8, random order, adversarial", adversarial);
+  testStep("step_cache fp8, random order, adversarial", adversarial, true);
   const LaunchLog &log = launchLog();
   check(log.failed == 0, std::to_string(log.launches) +
                              " launches, all completed");
