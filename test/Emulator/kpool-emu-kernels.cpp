@@ -22,7 +22,7 @@
 //      again under a random order with adversarial approximations;
 //  (e) zero findings (memcheck, racecheck, synccheck, initcheck) in all of
 //      it;
-//  (f) compress on strided k and gate (padded rows: kpool's strided
+//  (f) compress on k and gate of innermost stride 2 (kpool's strided
 //      kernel) gives the dense call's bits;
 //  (g) concurrent launches from four host threads give the single-thread
 //      bits;
@@ -342,17 +342,16 @@ void testStridedAndConcurrent() {
   size_t before = launchLog().findings.size();
   std::vector<uint8_t> dense = runCompress(op, pro, pooled);
 
-  // k and gate with padded rows (160 elements apart): the strided kernel.
-  constexpr int64_t kPitch = 160;
-  Tensor kPad(2, {op.N, kPitch}), gatePad(2, {op.N, kPitch});
-  for (int64_t r = 0; r < op.N; ++r) {
-    std::memcpy(kPad.as<uint16_t>() + r * kPitch, op.k.as<uint16_t>() + r * D,
-                D * 2);
-    std::memcpy(gatePad.as<uint16_t>() + r * kPitch,
-                op.gate.as<uint16_t>() + r * D, D * 2);
+  // k and gate with channels 2 elements apart (innermost stride 2): kpool's
+  // general-stride kernel.
+  Tensor kPad(2, {op.N, 2 * D}), gatePad(2, {op.N, 2 * D});
+  for (int64_t i = 0; i < op.N * D; ++i) {
+    kPad.as<uint16_t>()[2 * i] = op.k.as<uint16_t>()[i];
+    gatePad.as<uint16_t>()[2 * i] = op.gate.as<uint16_t>()[i];
   }
   KPoolView kView = kPad.view, gateView = gatePad.view;
   kView.sizes[1] = gateView.sizes[1] = D;
+  kView.strides[1] = gateView.strides[1] = 2;
   Tensor pooled2(2, {P, D});
   kpool_bf16_d128_k4_cuda_compress(&pooled2.view, &kView, &gateView,
                                    &op.ape.view, &op.iro.view, &pro.view,
@@ -362,8 +361,8 @@ void testStridedAndConcurrent() {
   for (const auto &[name, counters] : launchLog().perKernel)
     strided |= name.find("compress_strided") != std::string::npos;
   check(strided && pooled2.snapshot() == dense,
-        "(f) compress on padded k and gate rows (the strided kernel): the "
-        "dense call's bits");
+        "(f) compress on k and gate with innermost stride 2 (the strided "
+        "kernel): the dense call's bits");
 
   // Four host threads launching at once, each into its own output.
   constexpr int kThreads = 4;
