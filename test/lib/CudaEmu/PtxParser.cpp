@@ -119,8 +119,27 @@ bool scan(std::string_view text, std::vector<RawStatement> &out,
       if (owned) {
         ++stmtBraces;
         pending += c;
-      } else {
-        emit(RawStatement::Open);
+        continue;
+      }
+      bool section = startsWith(t, ".section");
+      emit(RawStatement::Open);
+      if (section) {
+        // Debug sections hold data lists, not statements: skip to the
+        // matching brace.
+        int depth = 1;
+        while (depth > 0 && ++i < text.size()) {
+          if (text[i] == '{')
+            ++depth;
+          else if (text[i] == '}')
+            --depth;
+          else if (text[i] == '\n')
+            ++line;
+        }
+        if (depth > 0) {
+          error = "unterminated .section";
+          return false;
+        }
+        emit(RawStatement::Close);
       }
       continue;
     }
