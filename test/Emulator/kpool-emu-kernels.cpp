@@ -558,6 +558,17 @@ void testStep(const char *label, const Options &options, bool withCache) {
 
 } // namespace
 
+/// CPU time of this thread: the machine may be shared.
+double cpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+extern "C" void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t,
+                                 intptr_t, intptr_t, intptr_t, int32_t, void *,
+                                 void **, void **, size_t);
+
 /// --bench: the executor's speed on kpool's production compress (bf16,
 /// head_dim 128, kpool 4) over `tokens` prefill tokens, on this thread:
 /// thread-instructions per second with every check off, with the default
@@ -605,22 +616,68 @@ int bench(int64_t tokens, int only) {
     if (only >= 0 && &m - modes != only)
       continue;
     launchOptions() = m.options;
-    // CPU time of this thread: the machine may be shared.
-    auto cpu = [] {
-      timespec t;
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-      return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-    };
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
-      double t0 = cpu();
+      double t0 = cpuSeconds();
       runCompress(op, pro, pooled);
-      best = std::min(best, cpu() - t0);
+      best = std::min(best, cpuSeconds() - t0);
     }
     std::printf("  %-26s %8.3f s of CPU per call, %7.1f million "
                 "thread-instructions per second (one core)\n",
                 m.name, best, double(threadInstructions) / best / 1e6);
   }
+  // A converged integer/float loop: the interpreter's dispatch rate.
+  static const char *loop = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry loop(.param .u64 out, .param .u32 n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<8>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r1, [n];
+  mov.u32 %r2, %tid.x;
+  mov.u32 %r3, 0;
+  mov.f32 %f1, 0f3F800000;
+LOOP:
+  add.u32 %r2, %r2, %r3;
+  xor.b32 %r4, %r2, 0x55;
+  shl.b32 %r5, %r4, 3;
+  mad.lo.u32 %r2, %r5, 7, %r4;
+  fma.rn.f32 %f1, %f1, 0f3F7FFFFF, 0f3F800000;
+  add.u32 %r3, %r3, 1;
+  setp.lt.u32 %p1, %r3, %r1;
+  @%p1 bra LOOP;
+  mov.b32 %r6, %f1;
+  add.u32 %r2, %r2, %r6;
+  mov.u32 %r7, %ctaid.x;
+  mad.lo.u32 %r7, %r7, 256, %tid.x;
+  mul.wide.u32 %rd2, %r7, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r2;
+  ret;
+}
+)";
+  std::string error;
+  std::unique_ptr<Module> module = loadModule(loop, error);
+  DeviceBuffer out(16 * 256 * 4);
+  uint64_t outAddress = reinterpret_cast<uint64_t>(out.data());
+  uint32_t n = 2000;
+  void *params[] = {&outAddress, &n};
+  uint64_t loopInstructions = 16ull * 256 * (8ull * n + 13);
+  launchOptions() = modes[0].options;
+  double t0 = cpuSeconds();
+  mgpuLaunchKernel(const_cast<Function *>(module->function("loop")), 16, 1, 1,
+                   256, 1, 1, 0, nullptr, params, nullptr, 2);
+  double s = cpuSeconds() - t0;
+  std::printf("emulated integer/float loop (16 blocks x 256 threads, 8 "
+              "instructions x %u iterations), no checks: %.3f s of CPU, "
+              "%.1f million thread-instructions per second (one core)\n",
+              n, s, double(loopInstructions) / s / 1e6);
+  launchOptions() = Options();
   return 0;
 }
 

@@ -73,9 +73,12 @@ void kpool::emu::ptx::checkAccess(Launch &L, Warp &w, uint32_t lane,
   AccessRecord other;
   bool uninitialized = false, stale = false;
   AccessRecord staleWriter;
+  // Accesses are aligned to their size (<= 16 bytes), so they never cross
+  // a shadow page: one lookup for all their bytes.
+  ShadowCell *cells = shared ? L.sanitizer.sharedCell(uint32_t(address))
+                             : L.sanitizer.globalCell(address);
   for (uint32_t i = 0; i < bytes; ++i) {
-    ShadowCell *cell = shared ? L.sanitizer.sharedCell(uint32_t(address + i))
-                              : L.sanitizer.globalCell(address + i);
+    ShadowCell *cell = cells + i;
     if (shared) {
       // Records of an earlier block describe another block's memory.
       auto fromOtherBlock = [&](const AccessRecord &r) {
