@@ -29,8 +29,8 @@
 //  and the fused step without the cache through the same three calls.
 //
 // Prints a line per check and `N passed, M failed`; exits 1 on failure.
-// `kpool-emu-kernels --bench [tokens [mode]]` measures the executor's speed on the
-// production compress instead.
+// `kpool-emu-kernels --bench [tokens [mode]]` measures the executor's speed on
+// the production compress instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,11 +45,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
-#include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <string>
@@ -87,7 +87,8 @@ struct Tensor {
       view.strides[d] = stride;
       stride *= sizes[size_t(d)];
     }
-    buffer = std::make_unique<DeviceBuffer>(size_t(std::max<int64_t>(count, 1) * esize));
+    buffer = std::make_unique<DeviceBuffer>(
+        size_t(std::max<int64_t>(count, 1) * esize));
     view.data = buffer->data();
   }
   template <class T> T *as() const { return static_cast<T *>(view.data); }
@@ -219,8 +220,8 @@ std::vector<uint8_t> runCompress(const Operands &op, Tensor &pro,
                                      &op.ape.view, &op.iro.view, &pro.view,
                                      &op.cache.view, status, nullptr);
   } else {
-    kpool_f32_d128_k4_cuda_pool_offsets(&pro.view, &op.iro.view,
-                                        &op.cache.view, status, nullptr);
+    kpool_f32_d128_k4_cuda_pool_offsets(&pro.view, &op.iro.view, &op.cache.view,
+                                        status, nullptr);
     kpool_f32_d128_k4_cuda_compress(&pooled.view, &op.k.view, &op.gate.view,
                                     &op.ape.view, &op.iro.view, &pro.view,
                                     &op.cache.view, status, nullptr);
@@ -254,7 +255,8 @@ double compressError(const Batch &b, const Operands &op, const Tensor &pro,
 
 void testCompress(KPoolElementType type) {
   const char *tn = type == KPOOL_BF16 ? "bf16" : "f32";
-  const char *bound = type == KPOOL_BF16 ? "1 ulp of S" : "4 + 6 max|z| ulps of S";
+  const char *bound =
+      type == KPOOL_BF16 ? "1 ulp of S" : "4 + 6 max|z| ulps of S";
   std::mt19937 rng(2024);
   Batch b;
   // A prefill, a chunk ending inside a pool, a single decode token, a long
@@ -313,8 +315,8 @@ void testCompress(KPoolElementType type) {
     std::snprintf(buf, sizeof(buf),
                   "(c) adversarial approximations, seed %llu: %zu of %zu "
                   "values change, max %.3f of the bound%s",
-                  (unsigned long long)seed, differ,
-                  bits.size() / size_t(op.es), e, tag.c_str());
+                  (unsigned long long)seed, differ, bits.size() / size_t(op.es),
+                  e, tag.c_str());
     check(e <= 1.0 && (type == KPOOL_BF16 || differ > 0), buf);
   }
   launchOptions() = Options();
@@ -353,10 +355,9 @@ void testStridedAndConcurrent() {
   kView.sizes[1] = gateView.sizes[1] = D;
   kView.strides[1] = gateView.strides[1] = 2;
   Tensor pooled2(2, {P, D});
-  kpool_bf16_d128_k4_cuda_compress(&pooled2.view, &kView, &gateView,
-                                   &op.ape.view, &op.iro.view, &pro.view,
-                                   &op.cache.view, op.status.as<uint64_t>(),
-                                   nullptr);
+  kpool_bf16_d128_k4_cuda_compress(
+      &pooled2.view, &kView, &gateView, &op.ape.view, &op.iro.view, &pro.view,
+      &op.cache.view, op.status.as<uint64_t>(), nullptr);
   bool strided = false;
   for (const auto &[name, counters] : launchLog().perKernel)
     strided |= name.find("compress_strided") != std::string::npos;
@@ -427,16 +428,15 @@ void stepCall(const char *name, CacheState &cs, const Batch &b,
   size_t before = launchLog().findings.size();
   if (withCache)
     kpool_bf16_d128_k4_fp8_hadamard_absmax_cuda_step_cache(
-        &closed.view, &closedPool.view, &pro.view, &pooled.view,
-        &cs.tail.view, &cs.keys.view, &cs.scales.view, &op.k.view,
-        &op.gate.view, &ape.view, &op.iro.view, &op.cache.view, &op.slot.view,
-        int32_t(op.B), &cs.table.view, op.status.as<uint64_t>(), nullptr);
+        &closed.view, &closedPool.view, &pro.view, &pooled.view, &cs.tail.view,
+        &cs.keys.view, &cs.scales.view, &op.k.view, &op.gate.view, &ape.view,
+        &op.iro.view, &op.cache.view, &op.slot.view, int32_t(op.B),
+        &cs.table.view, op.status.as<uint64_t>(), nullptr);
   else
-    kpool_bf16_d128_k4_cuda_step(&closed.view, &closedPool.view, &pro.view,
-                                 &pooled.view, &cs.tail.view, &op.k.view,
-                                 &op.gate.view, &ape.view, &op.iro.view,
-                                 &op.cache.view, &op.slot.view, int32_t(op.B),
-                                 op.status.as<uint64_t>(), nullptr);
+    kpool_bf16_d128_k4_cuda_step(
+        &closed.view, &closedPool.view, &pro.view, &pooled.view, &cs.tail.view,
+        &op.k.view, &op.gate.view, &ape.view, &op.iro.view, &op.cache.view,
+        &op.slot.view, int32_t(op.B), op.status.as<uint64_t>(), nullptr);
 
   // The reference on host copies: ring_close, pool_offsets, compress,
   // seed_tail.
@@ -462,10 +462,9 @@ void stepCall(const char *name, CacheState &cs, const Batch &b,
   const uint8_t *tailBits = tailBefore.bytes.data();
   auto checkRow = [&](const uint8_t *row, const Member members[K]) {
     for (int64_t d = 0; d < D; ++d)
-      worst = std::max(worst,
-                       boundError(KPOOL_BF16, row, d,
-                                  exactPool(KPOOL_BF16, members,
-                                            ape.as<float>(), d)));
+      worst = std::max(worst, boundError(KPOOL_BF16, row, d,
+                                         exactPool(KPOOL_BF16, members,
+                                                   ape.as<float>(), d)));
     ++pools;
   };
   for (int64_t r = 0; r < op.B; ++r) {
@@ -477,10 +476,9 @@ void stepCall(const char *name, CacheState &cs, const Batch &b,
       int64_t held = c % K;
       for (int64_t m = 0; m < K; ++m) {
         int64_t q = (p * K + m) % K; // the ring window R is K here
-        members[m] = m < held
-                         ? Member{tailBits + ((s * 2 + 0) * K + q) * D * 2,
-                                  tailBits + ((s * 2 + 1) * K + q) * D * 2}
-                         : op.member(start + m - held);
+        members[m] = m < held ? Member{tailBits + ((s * 2 + 0) * K + q) * D * 2,
+                                       tailBits + ((s * 2 + 1) * K + q) * D * 2}
+                              : op.member(start + m - held);
       }
       checkRow(closed.as<uint8_t>() + r * D * 2, members);
     }
@@ -523,8 +521,9 @@ void stepCall(const char *name, CacheState &cs, const Batch &b,
   for (size_t i = 0; i < now.size(); ++i)
     changed += now[i] != keysBefore.bytes[i];
   check(now == expKeys.bytes && cs.scales.snapshot() == expScales.bytes,
-        tag + "every cache byte equals the reference's formulas on the "
-              "executor's dense pools (" +
+        tag +
+            "every cache byte equals the reference's formulas on the "
+            "executor's dense pools (" +
             std::to_string(changed) + " code bytes written)");
   check(*op.status.as<uint64_t>() == 0, tag + "the status word stays 0");
   check(launchLog().findings.size() == before,
@@ -544,9 +543,9 @@ void testStep(const char *label, const Options &options, bool withCache) {
   call1.cache = {0, 0, 0};
   call1.tokens = {30, 3, 22}; // chunks ending inside pools
   call2.cache = {30, 3, 22};
-  call2.tokens = {1, 2, 9};  // ring closes for every request
+  call2.tokens = {1, 2, 9}; // ring closes for every request
   call3.cache = {31, 5, 31};
-  call3.tokens = {1, 1, 1};  // decode
+  call3.tokens = {1, 1, 1}; // decode
   std::string n1 = std::string(label) + ", call 1 (prefill chunks)";
   std::string n2 = std::string(label) + ", call 2 (ring closes)";
   std::string n3 = std::string(label) + ", call 3 (decode)";
@@ -565,9 +564,9 @@ double cpuSeconds() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-extern "C" void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t,
-                                 intptr_t, intptr_t, intptr_t, int32_t, void *,
-                                 void **, void **, size_t);
+extern "C" void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t,
+                                 intptr_t, intptr_t, int32_t, void *, void **,
+                                 void **, size_t);
 
 /// --bench: the executor's speed on kpool's production compress (bf16,
 /// head_dim 128, kpool 4) over `tokens` prefill tokens, on this thread:
@@ -697,8 +696,8 @@ int main(int argc, char **argv) {
   adversarial.approxSeed = 9;
   testStep("step_cache fp8, random order, adversarial", adversarial, true);
   const LaunchLog &log = launchLog();
-  check(log.failed == 0, std::to_string(log.launches) +
-                             " launches, all completed");
+  check(log.failed == 0,
+        std::to_string(log.launches) + " launches, all completed");
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

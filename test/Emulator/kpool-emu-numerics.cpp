@@ -1,4 +1,5 @@
-//===- kpool-emu-numerics.cpp - the executor's conversions vs the reference -===//
+//===- kpool-emu-numerics.cpp - the executor's conversions vs the reference
+//-===//
 //
 // The FP8 conversion kpool's cache kernels use, cvt.rn.satfinite.e4m3x2.f32,
 // against the project's independent software encoder
@@ -15,9 +16,10 @@
 //    reference itself defines, checked against direct calls on the first
 //    500000).
 // The f32 arithmetic in every rounding mode against the host FPU (run under
-// fesetround). And the bf16 and f16 roundings (cvt.rn.bf16.f32, cvt.rn.f16.f32) against
-// the reference's converters on the same 10 million inputs (NaNs compared
-// as NaNs: the reference keeps payloads, the ISA gives an unspecified NaN).
+// fesetround). And the bf16 and f16 roundings (cvt.rn.bf16.f32, cvt.rn.f16.f32)
+// against the reference's converters on the same 10 million inputs (NaNs
+// compared as NaNs: the reference keeps payloads, the ISA gives an unspecified
+// NaN).
 //
 // Prints a line per check and `N passed, M failed`; exits 1 on failure.
 //
@@ -107,8 +109,8 @@ std::vector<uint32_t> boundaryInputs() {
                            : 464.0f; // past 448: the saturation threshold
     float mid = float((double(lo) + double(hi)) / 2); // exact in f32
     for (float x : {lo, mid})
-      for (float y : {x, std::nextafter(x, -INFINITY),
-                      std::nextafter(x, INFINITY)})
+      for (float y :
+           {x, std::nextafter(x, -INFINITY), std::nextafter(x, INFINITY)})
         for (float s : {1.0f, -1.0f})
           v.push_back(reference::f32Bits(s * y));
   }
@@ -145,9 +147,8 @@ void testKernel() {
         "the e4m3 kernel runs without findings");
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
-    uint16_t want = uint16_t(
-        reference::e4m3fnEncode(f32(pairs[2 * i])) << 8 |
-        reference::e4m3fnEncode(f32(pairs[2 * i + 1])));
+    uint16_t want = uint16_t(reference::e4m3fnEncode(f32(pairs[2 * i])) << 8 |
+                             reference::e4m3fnEncode(f32(pairs[2 * i + 1])));
     if (out[i] != want && bad++ < 5)
       std::printf("  a = 0x%08x, b = 0x%08x: emulator 0x%04x, reference "
                   "0x%04x\n",
@@ -185,10 +186,10 @@ struct ReferenceTable {
     uint32_t mag = bits & 0x7fffffffu;
     if (mag > 0x7f800000u)
       return reference::e4m3fnEncode(f32(bits));
-    size_t c = size_t(std::upper_bound(thresholds.begin(), thresholds.end(),
-                                       mag) -
-                      thresholds.begin()) -
-               1;
+    size_t c =
+        size_t(std::upper_bound(thresholds.begin(), thresholds.end(), mag) -
+               thresholds.begin()) -
+        1;
     return uint8_t(c | ((bits >> 24) & 0x80u));
   }
 };
@@ -215,30 +216,33 @@ void testRandom() {
       std::printf("  table(0x%08x) = 0x%02x, reference 0x%02x\n", bits, want,
                   reference::e4m3fnEncode(x));
     if (got != want && badE4m3++ < 5)
-      std::printf("  e4m3(0x%08x): emulator 0x%02x, reference 0x%02x\n",
-                  bits, got, want);
+      std::printf("  e4m3(0x%08x): emulator 0x%02x, reference 0x%02x\n", bits,
+                  got, want);
     uint16_t b = numerics::f32ToBF16(bits, numerics::Mode::RN, false, false);
     uint16_t bw = reference::f32ToBf16(x);
     bool bNaN = (b & 0x7fff) > 0x7f80, bwNaN = (bw & 0x7fff) > 0x7f80;
     if ((bNaN != bwNaN || (!bNaN && b != bw)) && badBf16++ < 5)
-      std::printf("  bf16(0x%08x): emulator 0x%04x, reference 0x%04x\n",
-                  bits, b, bw);
+      std::printf("  bf16(0x%08x): emulator 0x%04x, reference 0x%04x\n", bits,
+                  b, bw);
     uint16_t h = numerics::f32ToF16(bits, numerics::Mode::RN, false, false);
     uint16_t hw = reference::f32ToF16(x);
     bool hNaN = (h & 0x7fff) > 0x7c00, hwNaN = (hw & 0x7fff) > 0x7c00;
     if ((hNaN != hwNaN || (!hNaN && h != hw)) && badF16++ < 5)
-      std::printf("  f16(0x%08x): emulator 0x%04x, reference 0x%04x\n",
-                  bits, h, hw);
+      std::printf("  f16(0x%08x): emulator 0x%04x, reference 0x%04x\n", bits, h,
+                  hw);
   }
   check(badTable == 0, "the reference encoder's threshold table equals "
-                       "direct calls on " + std::to_string(kDirect) +
-                       " random inputs");
+                       "direct calls on " +
+                           std::to_string(kDirect) + " random inputs");
   check(badE4m3 == 0, "e4m3: 10000000 random inputs equal the reference "
-                      "encoder (" + std::to_string(badE4m3) + " differ)");
+                      "encoder (" +
+                          std::to_string(badE4m3) + " differ)");
   check(badBf16 == 0, "bf16 (rn): 10000000 random inputs equal the "
-                      "reference (" + std::to_string(badBf16) + " differ)");
+                      "reference (" +
+                          std::to_string(badBf16) + " differ)");
   check(badF16 == 0, "f16 (rn): 10000000 random inputs equal the "
-                     "reference (" + std::to_string(badF16) + " differ)");
+                     "reference (" +
+                         std::to_string(badF16) + " differ)");
 }
 
 /// add/sub/mul/fma/div/sqrt in the four IEEE rounding modes and with .ftz
@@ -250,15 +254,19 @@ void testArithmetic() {
   static const int hostModes[] = {FE_TONEAREST, FE_TOWARDZERO, FE_DOWNWARD,
                                   FE_UPWARD};
   static const numerics::Mode modes[] = {numerics::Mode::RN, numerics::Mode::RZ,
-                                         numerics::Mode::RM, numerics::Mode::RP};
+                                         numerics::Mode::RM,
+                                         numerics::Mode::RP};
   auto randomF32 = [&](uint64_t r) {
     // Mostly nearby exponents (so that sums round and cancel), some
     // anywhere, some subnormal.
     uint32_t bits = uint32_t(r);
     switch ((r >> 32) & 7) {
-    case 0: return bits;
-    case 1: return bits & 0x807fffffu; // subnormal or zero
-    default: return (bits & 0x807fffffu) | uint32_t(120 + ((r >> 40) % 16)) << 23;
+    case 0:
+      return bits;
+    case 1:
+      return bits & 0x807fffffu; // subnormal or zero
+    default:
+      return (bits & 0x807fffffu) | uint32_t(120 + ((r >> 40) % 16)) << 23;
     }
   };
   size_t bad = 0;
@@ -285,12 +293,11 @@ void testArithmetic() {
           u = numerics::saturateF32(u);
         return u;
       };
-      uint32_t got[5] = {
-          numerics::addF32(a, b, modes[m], ftz, sat),
-          numerics::mulF32(a, b, modes[m], ftz, sat),
-          numerics::fmaF32(a, b, c, modes[m], ftz, sat),
-          numerics::divF32(a, b, modes[m], ftz),
-          numerics::sqrtF32(a & 0x7fffffffu, modes[m], ftz)};
+      uint32_t got[5] = {numerics::addF32(a, b, modes[m], ftz, sat),
+                         numerics::mulF32(a, b, modes[m], ftz, sat),
+                         numerics::fmaF32(a, b, c, modes[m], ftz, sat),
+                         numerics::divF32(a, b, modes[m], ftz),
+                         numerics::sqrtF32(a & 0x7fffffffu, modes[m], ftz)};
       uint32_t want[5] = {expect(sum, true), expect(product, true),
                           expect(fused, true), expect(quotient, false),
                           expect(root, false)};
@@ -312,8 +319,8 @@ void testArithmetic() {
       std::fesetround(FE_TONEAREST);
       uint32_t got = numerics::intToF32(uint64_t(v), true, modes[m]);
       if (got != reference::f32Bits(host) && badCvt++ < 5)
-        std::printf("  cvt mode %d of %lld: emulator 0x%08x, host 0x%08x\n",
-                    m, (long long)v, got, reference::f32Bits(host));
+        std::printf("  cvt mode %d of %lld: emulator 0x%08x, host 0x%08x\n", m,
+                    (long long)v, got, reference::f32Bits(host));
     }
   check(badCvt == 0, "cvt.f32.s64/s32 in rn/rz/rm/rp equal the host's "
                      "conversion on " +

@@ -30,9 +30,9 @@ inline void twoSum(double a, double b, double &s, double &e) {
 inline uint32_t signOf(uint32_t a) { return a & 0x80000000u; }
 
 inline uint32_t stepF32(float f, bool up) {
-  return bitsOf(std::nextafter(
-      f, up ? std::numeric_limits<float>::infinity()
-            : -std::numeric_limits<float>::infinity()));
+  return bitsOf(
+      std::nextafter(f, up ? std::numeric_limits<float>::infinity()
+                           : -std::numeric_limits<float>::infinity()));
 }
 
 } // namespace
@@ -64,8 +64,9 @@ uint32_t kpool::emu::numerics::roundToF32(double hi, double lo, Mode mode) {
         (bitsOf(hi) & 0x1fffffffull) != 0x10000000ull)
       return bitsOf(f);
     // A tie in hi may be broken by lo; a tie in hi + lo only when lo == 0.
-    float n = std::nextafter(f, d > 0 ? std::numeric_limits<float>::infinity()
-                                      : -std::numeric_limits<float>::infinity());
+    float n =
+        std::nextafter(f, d > 0 ? std::numeric_limits<float>::infinity()
+                                : -std::numeric_limits<float>::infinity());
     double mid = (static_cast<double>(f) + static_cast<double>(n)) / 2;
     if (hi != mid)
       return bitsOf(f);
@@ -199,7 +200,7 @@ uint32_t kpool::emu::numerics::divF32(uint32_t a, uint32_t b, Mode mode,
   double lo = 0;
   if (std::isfinite(q) && q != 0 && y != 0) {
     double rem = std::fma(-q, y, x); // exact remainder x - q*y
-    lo = rem / y;                     // only its sign and zeroness matter
+    lo = rem / y;                    // only its sign and zeroness matter
   }
   return finishF32(roundToF32(q, lo, mode), ftz, false);
 }
@@ -209,7 +210,7 @@ uint32_t kpool::emu::numerics::sqrtF32(uint32_t a, Mode mode, bool ftz) {
     a = flush32(a);
   if (isNaN32(a) || (signOf(a) && (a & 0x7fffffffu)))
     return kCanonicalNaN32; // NaN, and negatives other than -0
-  if (mode == Mode::RN) { // the host's IEEE square root
+  if (mode == Mode::RN) {   // the host's IEEE square root
     uint32_t r = bitsOf(std::sqrt(floatOf(a)));
     return ftz ? flush32(r) : r;
   }
@@ -351,8 +352,7 @@ uint32_t encode(double x, const Format &f, Mode mode, bool satfinite,
 double decode(uint32_t code, const Format &f) {
   uint32_t sign = code >> f.signShift & 1;
   uint32_t mag = code & ((1u << f.signShift) - 1);
-  if ((!f.infCode && mag == f.nanCode) ||
-      (f.infCode && mag > f.infCode))
+  if ((!f.infCode && mag == f.nanCode) || (f.infCode && mag > f.infCode))
     return std::numeric_limits<double>::quiet_NaN();
   if (f.infCode && mag == f.infCode)
     return sign ? -INFINITY : INFINITY;
