@@ -1,5 +1,4 @@
-//===- kpool-emu-numerics.cpp - the executor's conversions vs the reference
-//-===//
+//===- kpool-emu-numerics.cpp - conversions against the reference -------===//
 //
 // The FP8 conversion kpool's cache kernels use, cvt.rn.satfinite.e4m3x2.f32,
 // against the project's independent software encoder

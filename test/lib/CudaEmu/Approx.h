@@ -1,5 +1,4 @@
-//===- Approx.h - the .approx instructions, within the ISA's bounds -*- C++
-//-*-===//
+//===- Approx.h - .approx instructions within the ISA's bounds -*- C++ -*-===//
 //
 // The PTX ISA gives no bit-exact definition of its approximate instructions,
 // only a maximum error and a table of special inputs. Each is emulated as a

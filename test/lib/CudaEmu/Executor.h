@@ -1,5 +1,4 @@
-//===- Executor.h - the PTX executor behind the emulated CUDA driver -*- C++
-//-*-===//
+//===- Executor.h - the PTX executor behind the emulated CUDA driver -*- C++ -*-===//
 //
 // The boundary between the emulated CUDA driver (Driver.cpp: the libcuda.so.1
 // stand-in, which owns contexts, allocations, streams, capture and graphs)
@@ -77,8 +76,8 @@ struct Options {
 /// Dynamic counts of one launch (filled when Options::profile is set).
 struct Counters {
   /// Thread-instructions by class.
-  uint64_t integer = 0, integer64 = 0, floating = 0, special = 0, memory = 0,
-           control = 0, sync = 0;
+  uint64_t integer = 0, integer64 = 0, floating = 0, special = 0,
+           memory = 0, control = 0, sync = 0;
   /// Warp-instructions executed and the active lanes summed over them
   /// (divergence: activeLanes / (32 * warpInstructions)).
   uint64_t warpInstructions = 0, activeLanes = 0;

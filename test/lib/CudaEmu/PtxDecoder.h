@@ -1,13 +1,11 @@
-//===- PtxDecoder.h - from PTX statements to predecoded instructions -*- C++
-//-*-===//
+//===- PtxDecoder.h - PTX statements to predecoded instructions -*- C++ -*-===//
 //
 // Internal: the parser (PtxParser.cpp, with PtxScanner.cpp) splits the text
-// into statements and
-// keeps a function's declarations in a FunctionBuilder; the decoder
-// (PtxDecoder.cpp, PtxDecodeArithmetic.cpp) turns one instruction statement
-// into an Inst, resolving
-// its operands through the builder and choosing its handler from the
-// instruction files (PtxOps.h).
+// into statements and keeps a function's declarations in a FunctionBuilder
+// (PtxOperands.cpp); the decoder (PtxDecoder.cpp, PtxDecodeArithmetic.cpp)
+// turns one instruction statement into an Inst, resolving its operands
+// through the builder and choosing its handler from the instruction files
+// (PtxOps.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,10 +1,8 @@
-//===- PtxMachine.h - the state of a launch, its blocks and warps -*- C++
-//-*-===//
+//===- PtxMachine.h - the state of a launch, its blocks, warps -*- C++ -*-===//
 //
 // Internal to the executor: what the launch (PtxExecutor.cpp), the
 // scheduler (PtxScheduler.cpp), the instruction handlers (Ptx*Ops.cpp) and
-// the sanitizer
-// (Sanitizer.cpp) share while a launch runs. One Launch per launch call, so
+// the sanitizer (Sanitizer.cpp) share while a launch runs. One Launch per launch call, so
 // concurrent launches share nothing but their (immutable) module.
 //
 //===----------------------------------------------------------------------===//

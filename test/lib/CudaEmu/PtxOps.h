@@ -1,5 +1,4 @@
-//===- PtxOps.h - the instruction handlers the decoder chooses from -*- C++
-//-*-===//
+//===- PtxOps.h - the handlers the decoder chooses from ---------*- C++ -*-===//
 //
 // Internal. Each instruction family lives in its own file and exposes a
 // function that returns the handler for one operation and type (null when

@@ -1,5 +1,4 @@
-//===- PtxProgram.h - predecoded PTX: the executor's internal form -*- C++
-//-*-===//
+//===- PtxProgram.h - predecoded PTX, the executor's form -------*- C++ -*-===//
 //
 // What the parser (PtxParser.cpp, PtxScanner.cpp, PtxOperands.cpp,
 // PtxDecoder.cpp, PtxDecodeArithmetic.cpp) makes of a module's PTX and the

@@ -1,5 +1,4 @@
-//===- PtxScanner.h - PTX text to raw statements and declarations -*- C++
-//-*-===//
+//===- PtxScanner.h - PTX text to statements and declarations --*- C++ -*-===//
 //
 // Internal to the parser: splits PTX text into statements, labels and
 // braces (comments and debug sections dropped), words of a header or
