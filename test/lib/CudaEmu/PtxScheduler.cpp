@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PtxMachine.h"
+#include "PtxOps.h"
 
 #include <algorithm>
 #include <cstring>
@@ -28,6 +29,8 @@ using namespace kpool::emu;
 using namespace kpool::emu::ptx;
 
 namespace {
+
+bool isBarWarpSync(const Inst &in) { return in.fn == selectBarWarpSync(); }
 
 std::string laneList(uint32_t mask) {
   std::string s;
@@ -229,7 +232,7 @@ void Scheduler::warpSync(Warp &w, Group *g, const Inst &in, uint32_t eff) {
   const uint64_t *memberMask = w.reg(in.s[in.target]);
   uint32_t live = w.valid & ~w.exited;
   uint32_t ready = 0;
-  bool barWarp = in.mode == 0 && in.ns == 1; // bar.warp.sync
+  bool barWarp = isBarWarpSync(in);
   forLanes(eff, [&](uint32_t l) {
     uint32_t m = uint32_t(memberMask[l]);
     if (!(m >> l & 1))
@@ -359,13 +362,12 @@ void Scheduler::reportDeadlock() {
                    (o.wait == 2   ? " (a block barrier)"
                     : o.wait == 1 ? " (another warp-synchronous instruction)"
                                   : "");
-          if (oi.kind == Kind::WarpSync && in.kind == Kind::WarpSync &&
-              oi.ns == 1 && in.ns == 1)
+          if (isBarWarpSync(oi) && isBarWarpSync(in))
             divergentWarpSync = true;
         }
-        std::string name = in.ns == 1   ? "bar.warp.sync"
-                           : in.ns == 2 ? "vote.sync"
-                                        : "shfl.sync";
+        std::string name = isBarWarpSync(in)       ? "bar.warp.sync"
+                           : in.fn == selectVote() ? "vote.sync"
+                                                   : "shfl.sync";
         what = std::string(divergentWarpSync ? "divergent bar.warp.sync: "
                                              : "deadlock: ") +
                laneList(g.mask) + " of warp " + std::to_string(w.index) +
