@@ -26,7 +26,9 @@
 //      kernel) gives the dense call's bits;
 //  (g) concurrent launches from four host threads give the single-thread
 //      bits;
-//  and the fused step without the cache through the same three calls.
+//  and the fused step without the cache through the same three calls, bit
+//  for bit what ring_close, pool_offsets, compress and seed_tail give as
+//  separate kernels.
 //
 // Prints a line per check and `N passed, M failed`; exits 1 on failure.
 // `kpool-emu-kernels --bench [tokens [mode]]` measures the executor's speed on
@@ -501,6 +503,33 @@ void stepCall(const char *name, CacheState &cs, const Batch &b,
   if (!withCache) {
     check(cs.keys.snapshot() == keysBefore.bytes,
           tag + "no cache byte written by the plain step");
+    // The same call through the four separate kernels (ring_close,
+    // pool_offsets, compress, seed_tail) on the ring as it was: every pool
+    // bit-identical whichever op built it (the contract, one backend).
+    Tensor tail2(2, {kSlots, 2, K, D}), closed2(2, {op.B, D}),
+        closedPool2(4, {op.B}), pro2(4, {op.B + 1}),
+        pooled2(2, {std::max<int64_t>(P, 1), D});
+    tail2.restore(tailBefore.bytes);
+    uint64_t *status = op.status.as<uint64_t>();
+    kpool_bf16_d128_k4_cuda_ring_close(
+        &closed2.view, &closedPool2.view, &tail2.view, &op.k.view,
+        &op.gate.view, &ape.view, &op.iro.view, &op.cache.view, &op.slot.view,
+        int32_t(op.B), status, nullptr);
+    kpool_bf16_d128_k4_cuda_pool_offsets(&pro2.view, &op.iro.view,
+                                         &op.cache.view, status, nullptr);
+    kpool_bf16_d128_k4_cuda_compress(&pooled2.view, &op.k.view, &op.gate.view,
+                                     &ape.view, &op.iro.view, &pro2.view,
+                                     &op.cache.view, status, nullptr);
+    kpool_bf16_d128_k4_cuda_seed_tail(
+        &tail2.view, &op.k.view, &op.gate.view, &op.iro.view, &op.cache.view,
+        &op.slot.view, int32_t(op.B), status, nullptr);
+    check(closed2.snapshot() == closed.snapshot() &&
+              closedPool2.snapshot() == closedPool.snapshot() &&
+              pro2.snapshot() == pro.snapshot() &&
+              pooled2.snapshot() == pooled.snapshot() &&
+              tail2.snapshot() == cs.tail.snapshot(),
+          tag + "ring_close, pool_offsets, compress and seed_tail as "
+                "separate kernels give the fused step's bits");
     check(*op.status.as<uint64_t>() == 0, tag + "the status word stays 0");
     check(launchLog().findings.size() == before,
           tag + "no findings" + findingsSummary(before));
