@@ -2,8 +2,9 @@
 //
 // Internal to the executor: what the launch (PtxExecutor.cpp), the
 // scheduler (PtxScheduler.cpp), the instruction handlers (Ptx*Ops.cpp) and
-// the sanitizer (Sanitizer.cpp) share while a launch runs. One Launch per launch call, so
-// concurrent launches share nothing but their (immutable) module.
+// the sanitizer (Sanitizer.cpp) share while a launch runs. One Launch per
+// launch call, so concurrent launches share nothing but their (immutable)
+// module.
 //
 //===----------------------------------------------------------------------===//
 
