@@ -100,10 +100,10 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                       void **params, void ** /*extra*/, size_t /*count*/) {
   const auto *f = static_cast<const Function *>(function);
   State &s = state();
-  LaunchResult r = launch(
-      *f, Dim3{uint32_t(gridX), uint32_t(gridY), uint32_t(gridZ)},
-      Dim3{uint32_t(blockX), uint32_t(blockY), uint32_t(blockZ)},
-      uint32_t(smem), params, s.memory, s.options);
+  LaunchResult r =
+      launch(*f, Dim3{uint32_t(gridX), uint32_t(gridY), uint32_t(gridZ)},
+             Dim3{uint32_t(blockX), uint32_t(blockY), uint32_t(blockZ)},
+             uint32_t(smem), params, s.memory, s.options);
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.log.launches;
   s.log.failed += !r.completed;

@@ -1,4 +1,4 @@
-//===- ExecutorMgpu.h - kpool-aot's CUDA host code over the executor -*- C++ -*-===//
+//===- ExecutorMgpu.h - kpool-aot host code over the executor --*- C++ -*-===//
 //
 // Test support for the executor's tests of kpool's real kernels: the four
 // mgpu* entry points that kpool-aot's CUDA host code calls with --format=isa

@@ -79,10 +79,14 @@ public:
 }
 
 size_t typeBytes(const std::string &t) {
-  if (t == "u8") return 1;
-  if (t == "u16" || t == "bf16" || t == "f16") return 2;
-  if (t == "u32" || t == "s32" || t == "f32") return 4;
-  if (t == "u64" || t == "s64" || t == "f64") return 8;
+  if (t == "u8")
+    return 1;
+  if (t == "u16" || t == "bf16" || t == "f16")
+    return 2;
+  if (t == "u32" || t == "s32" || t == "f32")
+    return 4;
+  if (t == "u64" || t == "s64" || t == "f64")
+    return 8;
   return 0;
 }
 
@@ -142,7 +146,8 @@ Buffer *makeBuffer(Buffers &bufs, const std::string &spec) {
   b->elemBytes = typeBytes(b->type);
   if (!b->elemBytes)
     usage("unknown buffer type '" + b->type + "'");
-  b->count = std::strtoull(spec.substr(lb + 1, rb - lb - 1).c_str(), nullptr, 0);
+  b->count =
+      std::strtoull(spec.substr(lb + 1, rb - lb - 1).c_str(), nullptr, 0);
   // Exactly the asked bytes, 256-aligned, so that one byte more is outside.
   b->storage.reset(new uint8_t[b->bytes() + 256]());
   b->data = reinterpret_cast<uint8_t *>(
@@ -216,39 +221,61 @@ int main(int argc, char **argv) {
         usage("'" + a + "' needs a value");
       return argv[++i];
     };
-    if (a == "--kernel") kernel = next();
-    else if (a == "--grid") grid = parseDim(next());
-    else if (a == "--block") block = parseDim(next());
-    else if (a == "--shared") shared = uint32_t(std::strtoul(next().c_str(), nullptr, 0));
-    else if (a == "--buf") makeBuffer(bufs, next());
-    else if (a == "--arg") args.push_back(next());
-    else if (a == "--print") prints.push_back(next());
-    else if (a == "--seed") options.seed = std::strtoull(next().c_str(), nullptr, 0);
-    else if (a == "--approx-seed") options.approxSeed = std::strtoull(next().c_str(), nullptr, 0);
-    else if (a == "--quantum") options.quantum = uint32_t(std::strtoul(next().c_str(), nullptr, 0));
-    else if (a == "--max-warp-instructions") options.maxWarpInstructions = std::strtoull(next().c_str(), nullptr, 0);
+    if (a == "--kernel")
+      kernel = next();
+    else if (a == "--grid")
+      grid = parseDim(next());
+    else if (a == "--block")
+      block = parseDim(next());
+    else if (a == "--shared")
+      shared = uint32_t(std::strtoul(next().c_str(), nullptr, 0));
+    else if (a == "--buf")
+      makeBuffer(bufs, next());
+    else if (a == "--arg")
+      args.push_back(next());
+    else if (a == "--print")
+      prints.push_back(next());
+    else if (a == "--seed")
+      options.seed = std::strtoull(next().c_str(), nullptr, 0);
+    else if (a == "--approx-seed")
+      options.approxSeed = std::strtoull(next().c_str(), nullptr, 0);
+    else if (a == "--quantum")
+      options.quantum = uint32_t(std::strtoul(next().c_str(), nullptr, 0));
+    else if (a == "--max-warp-instructions")
+      options.maxWarpInstructions = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--order") {
       std::string o = next();
-      options.order = o == "reverse" ? Order::Reverse
+      options.order = o == "reverse"  ? Order::Reverse
                       : o == "random" ? Order::Random
-                      : o == "forward" ? Order::Forward
-                                       : (usage("bad --order '" + o + "'"), Order::Forward);
+                      : o == "forward"
+                          ? Order::Forward
+                          : (usage("bad --order '" + o + "'"), Order::Forward);
     } else if (a == "--approx") {
       std::string o = next();
       if (o != "nominal" && o != "adversarial")
         usage("bad --approx '" + o + "'");
-      options.approx = o == "adversarial" ? Approx::Adversarial : Approx::Nominal;
-    }
-    else if (a == "--no-memcheck") options.memcheck = false;
-    else if (a == "--no-racecheck") options.racecheck = false;
-    else if (a == "--no-synccheck") options.synccheck = false;
-    else if (a == "--no-initcheck") options.initcheck = false;
-    else if (a == "--profile") options.profile = true;
-    else if (a == "--list") list = true;
-    else if (a == "--parse-only") parseOnly = true;
-    else if (!a.empty() && a[0] == '-') usage("unknown option '" + a + "'");
-    else if (file.empty()) file = a;
-    else usage("more than one input file");
+      options.approx =
+          o == "adversarial" ? Approx::Adversarial : Approx::Nominal;
+    } else if (a == "--no-memcheck")
+      options.memcheck = false;
+    else if (a == "--no-racecheck")
+      options.racecheck = false;
+    else if (a == "--no-synccheck")
+      options.synccheck = false;
+    else if (a == "--no-initcheck")
+      options.initcheck = false;
+    else if (a == "--profile")
+      options.profile = true;
+    else if (a == "--list")
+      list = true;
+    else if (a == "--parse-only")
+      parseOnly = true;
+    else if (!a.empty() && a[0] == '-')
+      usage("unknown option '" + a + "'");
+    else if (file.empty())
+      file = a;
+    else
+      usage("more than one input file");
   }
   if (file.empty())
     usage("no input file");
@@ -260,7 +287,8 @@ int main(int argc, char **argv) {
   std::string error;
   std::unique_ptr<Module> module = loadModule(text.str(), error);
   if (!module) {
-    std::fprintf(stderr, "kpool-ptx-run: %s: %s\n", file.c_str(), error.c_str());
+    std::fprintf(stderr, "kpool-ptx-run: %s: %s\n", file.c_str(),
+                 error.c_str());
     return 2;
   }
   if (list || parseOnly) {
@@ -343,8 +371,8 @@ int main(int argc, char **argv) {
                 "\n",
                 c.warpInstructions, c.activeLanes);
     std::printf("emulated global loads: %" PRIu64 " sectors, %" PRIu64
-                " lines, %" PRIu64 " bytes; stores: %" PRIu64 " sectors, %" PRIu64
-                " lines, %" PRIu64 " bytes\n",
+                " lines, %" PRIu64 " bytes; stores: %" PRIu64
+                " sectors, %" PRIu64 " lines, %" PRIu64 " bytes\n",
                 c.globalLoadSectors, c.globalLoadLines, c.globalLoadBytes,
                 c.globalStoreSectors, c.globalStoreLines, c.globalStoreBytes);
   }

@@ -160,8 +160,8 @@ uint32_t unaryImpl(Op op, uint32_t a, bool ftz, const Config &c) {
     double e = op == Op::Sin ? std::sin(x) : std::cos(x);
     if (!c.adversarial)
       return nearest(e);
-    double radius = std::fabs(x) <= 2 * M_PI ? std::pow(2.0, -20.5)
-                                             : std::pow(2.0, -14.7);
+    double radius =
+        std::fabs(x) <= 2 * M_PI ? std::pow(2.0, -20.5) : std::pow(2.0, -14.7);
     radius *= 1 - std::ldexp(1.0, -20);
     // An absolute bound may cross zero: keep the pushed value's own sign.
     double target = e + dir * radius;
@@ -175,9 +175,9 @@ uint32_t unaryImpl(Op op, uint32_t a, bool ftz, const Config &c) {
     double e = std::tanh(x);
     if (!c.adversarial)
       return nearest(e);
-    return pushed(e, std::fabs(e) * std::ldexp(1.0, -11) *
-                         (1 - std::ldexp(1.0, -20)),
-                  dir);
+    return pushed(
+        e, std::fabs(e) * std::ldexp(1.0, -11) * (1 - std::ldexp(1.0, -20)),
+        dir);
   }
   default:
     return numerics::kCanonicalNaN32;
@@ -205,15 +205,14 @@ uint32_t kpool::emu::approx::divide(Op op, uint32_t a, uint32_t b, bool ftz,
              std::fabs(double(floatOf(b))) > std::ldexp(1.0, 126) &&
              std::fabs(double(floatOf(b))) < std::ldexp(1.0, 128)) {
     // The ISA's rule for huge divisors.
-    r = isInf(a) ? numerics::kCanonicalNaN32
-                 : ((a ^ b) & 0x80000000u);
+    r = isInf(a) ? numerics::kCanonicalNaN32 : ((a ^ b) & 0x80000000u);
   } else {
     double x = floatOf(a), y = floatOf(b);
     double e = x / y;
     if (!config.adversarial || !std::isfinite(e) || e == 0) {
       if (op == Op::Div) // a * (1/b), 1/b correctly rounded
-        r = numerics::mulF32(a, numerics::divF32(0x3f800000u, b, Mode::RN,
-                                                 false),
+        r = numerics::mulF32(a,
+                             numerics::divF32(0x3f800000u, b, Mode::RN, false),
                              Mode::RN, false, false);
       else
         r = numerics::divF32(a, b, Mode::RN, false);

@@ -1,4 +1,4 @@
-//===- Approx.h - the .approx instructions, within the ISA's bounds -*- C++ -*-===//
+//===- Approx.h - .approx instructions within the ISA's bounds -*- C++ -*-===//
 //
 // The PTX ISA gives no bit-exact definition of its approximate instructions,
 // only a maximum error and a table of special inputs. Each is emulated as a
@@ -35,7 +35,18 @@
 
 namespace kpool::emu::approx {
 
-enum class Op : uint8_t { Ex2, Lg2, Rcp, Sqrt, Rsqrt, Sin, Cos, Tanh, Div, DivFull };
+enum class Op : uint8_t {
+  Ex2,
+  Lg2,
+  Rcp,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Div,
+  DivFull
+};
 
 struct Config {
   bool adversarial = false;

@@ -23,11 +23,16 @@ namespace {
 
 numerics::Mode modeOf(Round r) {
   switch (r) {
-  case Round::RZ: return numerics::Mode::RZ;
-  case Round::RM: return numerics::Mode::RM;
-  case Round::RP: return numerics::Mode::RP;
-  case Round::RNA: return numerics::Mode::RNA;
-  default: return numerics::Mode::RN;
+  case Round::RZ:
+    return numerics::Mode::RZ;
+  case Round::RM:
+    return numerics::Mode::RM;
+  case Round::RP:
+    return numerics::Mode::RP;
+  case Round::RNA:
+    return numerics::Mode::RNA;
+  default:
+    return numerics::Mode::RN;
   }
 }
 
@@ -55,10 +60,14 @@ double floatSource(Ty t, uint64_t v, bool ftz) {
       x = numerics::flush32(x);
     return floatOf(x);
   }
-  case Ty::F64: return numerics::doubleOf(v);
-  case Ty::F16: return floatOf(numerics::f16ToF32(uint16_t(v)));
-  case Ty::BF16: return floatOf(numerics::bf16ToF32(uint16_t(v)));
-  default: return 0;
+  case Ty::F64:
+    return numerics::doubleOf(v);
+  case Ty::F16:
+    return floatOf(numerics::f16ToF32(uint16_t(v)));
+  case Ty::BF16:
+    return floatOf(numerics::bf16ToF32(uint16_t(v)));
+  default:
+    return 0;
   }
 }
 
@@ -83,10 +92,14 @@ uint64_t floatResult(const Inst &in, double x) {
       r = numerics::isNaN32(r) ? numerics::kCanonicalNaN32 : 0;
     return r;
   }
-  case Ty::F64: return numerics::canonicalF64(x);
-  case Ty::F16: return numerics::f64ToF16(x, mode, satfinite, relu);
-  case Ty::BF16: return numerics::f64ToBF16(x, mode, satfinite, relu);
-  default: return 0;
+  case Ty::F64:
+    return numerics::canonicalF64(x);
+  case Ty::F16:
+    return numerics::f64ToF16(x, mode, satfinite, relu);
+  case Ty::BF16:
+    return numerics::f64ToBF16(x, mode, satfinite, relu);
+  default:
+    return 0;
   }
 }
 
@@ -153,7 +166,8 @@ void generic(Launch &, Warp &w, const Inst &in, uint32_t m) {
 
 /// cvt{.rn/.rz}{.satfinite}{.relu}.{f16x2,bf16x2}.f32 d, a, b:
 /// d = {cvt(a), cvt(b)} with a in the upper half.
-template <bool BF16> void pair16(Launch &, Warp &w, const Inst &in, uint32_t m) {
+template <bool BF16>
+void pair16(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *d = w.reg(in.d[0]);
   const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]);
   auto mode = modeOf(in.rnd);
@@ -232,8 +246,8 @@ void f32ToBf16Rn(Launch &, Warp &w, const Inst &in, uint32_t m) {
   const uint64_t *a = w.reg(in.s[0]);
   forLanes(m, [&](uint32_t l) {
     uint32_t u = uint32_t(a[l]);
-    d[l] = numerics::isNaN32(u) ? 0x7fff
-                                : ((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+    d[l] =
+        numerics::isNaN32(u) ? 0x7fff : ((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
   });
 }
 void zeroExtend32(Launch &, Warp &w, const Inst &in, uint32_t m) {

@@ -1,19 +1,23 @@
-//===- PtxDecoder.h - from PTX statements to predecoded instructions -*- C++ -*-===//
+//===- PtxDecoder.h - PTX statements to predecoded instructions -*- C++ -*-===//
 //
-// Internal: the parser (PtxParser.cpp) splits the text into statements and
-// keeps a function's declarations in a FunctionBuilder; the decoder
-// (PtxDecoder.cpp) turns one instruction statement into an Inst, resolving
-// its operands through the builder and choosing its handler from the
-// instruction files (PtxOps.h).
+// Internal: the parser (PtxParser.cpp, with PtxScanner.cpp) splits the text
+// into statements and keeps a function's declarations in a FunctionBuilder
+// (PtxOperands.cpp); the decoder (PtxDecoder.cpp, PtxDecodeArithmetic.cpp)
+// turns one instruction statement into an Inst, resolving its operands
+// through the builder and choosing its handler from the instruction files
+// (PtxOps.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KPOOL_TEST_LIB_CUDAEMU_PTXDECODER_H
 #define KPOOL_TEST_LIB_CUDAEMU_PTXDECODER_H
 
+#include "PtxOps.h"
 #include "PtxProgram.h"
 
+#include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,7 +50,8 @@ struct AddressOperand {
 
 class FunctionBuilder {
 public:
-  FunctionBuilder(FunctionImpl &fn, const std::map<std::string, Symbol> &globals)
+  FunctionBuilder(FunctionImpl &fn,
+                  const std::map<std::string, Symbol> &globals)
       : fn(fn), globals(globals) {}
 
   FunctionImpl &fn;
@@ -111,6 +116,116 @@ bool parseInteger(const std::string &text, uint64_t &value);
 /// Parses a float literal: 0fXXXXXXXX (f32 bits), 0dXXXXXXXXXXXXXXXX (f64
 /// bits) or decimal; `asF64` selects the result's format. False if none.
 bool parseFloat(const std::string &text, bool asF64, uint64_t &bits);
+
+/// The type named by a modifier ("b32", "f16x2", ...), Ty::None if none.
+Ty parseType(const std::string &s);
+
+/// The decoding of one statement (PtxDecoder.cpp: operands, memory,
+/// control and warp instructions; PtxDecodeArithmetic.cpp: arithmetic,
+/// logic, comparisons, moves and conversions).
+struct Decoder {
+  FunctionBuilder &b;
+  const Statement &st;
+  std::string &error;
+  Inst in;
+  std::vector<std::string> mods; // opcode parts after the base
+  std::string base;
+  std::set<size_t> used; // indices of mods consumed
+
+  Decoder(FunctionBuilder &b, const Statement &st, std::string &e)
+      : b(b), st(st), error(e) {}
+
+  bool fail(const std::string &what) {
+    error = what;
+    return false;
+  }
+  /// Consumes modifier `m` if present.
+  bool take(const char *m) {
+    for (size_t i = 0; i < mods.size(); ++i)
+      if (!used.count(i) && mods[i] == m) {
+        used.insert(i);
+        return true;
+      }
+    return false;
+  }
+  /// Consumes the first of `options` present; returns its index or -1.
+  int takeOne(std::initializer_list<const char *> options) {
+    int k = 0;
+    for (const char *o : options) {
+      if (take(o))
+        return k;
+      ++k;
+    }
+    return -1;
+  }
+  /// Consumes the last modifier as a type.
+  Ty takeType() {
+    for (size_t i = mods.size(); i-- > 0;)
+      if (!used.count(i)) {
+        Ty t = parseType(mods[i]);
+        if (t != Ty::None) {
+          used.insert(i);
+          return t;
+        }
+        return Ty::None;
+      }
+    return Ty::None;
+  }
+  /// Fails on any modifier not consumed.
+  bool allUsed() {
+    for (size_t i = 0; i < mods.size(); ++i)
+      if (!used.count(i))
+        return fail("unsupported modifier '." + mods[i] + "' in '" + st.opcode +
+                    "'");
+    return true;
+  }
+  bool operands(size_t lo, size_t hi) {
+    if (st.operands.size() < lo || st.operands.size() > hi)
+      return fail("'" + st.opcode + "' expects " + std::to_string(lo) +
+                  (hi != lo ? "-" + std::to_string(hi) : "") +
+                  " operands, got " + std::to_string(st.operands.size()));
+    return true;
+  }
+  bool src(size_t i, const std::string &text, Ty type, bool pred = false) {
+    uint32_t s = b.source(text, type, pred, error);
+    if (s == kNoSlot)
+      return false;
+    in.s[i] = s;
+    in.ns = uint8_t(std::max<size_t>(in.ns, i + 1));
+    return true;
+  }
+  bool dst(size_t i, const std::string &text, bool pred = false) {
+    unsigned width = 64;
+    uint32_t d = b.dest(text, pred, error, &width);
+    if (d == kNoSlot)
+      return false;
+    in.d[i] = d;
+    in.nd = uint8_t(std::max<size_t>(in.nd, i + 1));
+    if (i == 0)
+      in.dmask = width >= 64 ? ~0ull : (uint64_t(1) << width) - 1;
+    return true;
+  }
+  Round takeRound(bool integerRounding = false) {
+    int r = integerRounding ? takeOne({"rni", "rzi", "rmi", "rpi"})
+                            : takeOne({"rn", "rz", "rm", "rp", "rna"});
+    return r < 0 ? Round::None : Round(r);
+  }
+  OpClass intClass(Ty t) const {
+    return bitsOf(t) == 64 ? OpClass::Integer64 : OpClass::Integer;
+  }
+
+  bool arithmetic();
+  bool logic();
+  bool compare();
+  bool move();
+  bool convert();
+  bool memory();
+  bool atomic();
+  bool control();
+  bool warp();
+  bool floatUnary();
+  bool run();
+};
 
 /// Decodes `stmt` into `fn.code` (appending); false with `error` ("line N:
 /// ..." is added by the caller).

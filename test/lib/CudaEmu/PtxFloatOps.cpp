@@ -24,11 +24,16 @@ namespace {
 
 numerics::Mode modeOf(Round r) {
   switch (r) {
-  case Round::RZ: return numerics::Mode::RZ;
-  case Round::RM: return numerics::Mode::RM;
-  case Round::RP: return numerics::Mode::RP;
-  case Round::RNA: return numerics::Mode::RNA;
-  default: return numerics::Mode::RN;
+  case Round::RZ:
+    return numerics::Mode::RZ;
+  case Round::RM:
+    return numerics::Mode::RM;
+  case Round::RP:
+    return numerics::Mode::RP;
+  case Round::RNA:
+    return numerics::Mode::RNA;
+  default:
+    return numerics::Mode::RN;
   }
 }
 
@@ -60,8 +65,7 @@ void mulFast(Launch &, Warp &w, const Inst &in, uint32_t m) {
 }
 void fmaFast(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *d = w.reg(in.d[0]);
-  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]),
-                 *c = w.reg(in.s[2]);
+  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]), *c = w.reg(in.s[2]);
   forLanes(m, [&](uint32_t l) {
     d[l] = canon(std::fma(floatOf(uint32_t(a[l])), floatOf(uint32_t(b[l])),
                           floatOf(uint32_t(c[l]))));
@@ -74,8 +78,8 @@ void addF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
   const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]);
   auto mode = modeOf(in.rnd);
   forLanes(m, [&](uint32_t l) {
-    d[l] = numerics::addF32(uint32_t(a[l]), uint32_t(b[l]), mode, in.ftz,
-                            in.sat);
+    d[l] =
+        numerics::addF32(uint32_t(a[l]), uint32_t(b[l]), mode, in.ftz, in.sat);
   });
 }
 void subF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
@@ -94,14 +98,13 @@ void mulF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
   const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]);
   auto mode = modeOf(in.rnd);
   forLanes(m, [&](uint32_t l) {
-    d[l] = numerics::mulF32(uint32_t(a[l]), uint32_t(b[l]), mode, in.ftz,
-                            in.sat);
+    d[l] =
+        numerics::mulF32(uint32_t(a[l]), uint32_t(b[l]), mode, in.ftz, in.sat);
   });
 }
 void fmaF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *d = w.reg(in.d[0]);
-  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]),
-                 *c = w.reg(in.s[2]);
+  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]), *c = w.reg(in.s[2]);
   auto mode = modeOf(in.rnd);
   forLanes(m, [&](uint32_t l) {
     d[l] = numerics::fmaF32(uint32_t(a[l]), uint32_t(b[l]), uint32_t(c[l]),
@@ -132,17 +135,18 @@ void sqrtF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
     d[l] = numerics::sqrtF32(uint32_t(a[l]), mode, in.ftz);
   });
 }
-template <bool Max> void minMaxF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
+template <bool Max>
+void minMaxF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *d = w.reg(in.d[0]);
   const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]);
   forLanes(m, [&](uint32_t l) {
-    d[l] = Max ? numerics::maxF32(uint32_t(a[l]), uint32_t(b[l]), in.ftz,
-                                  in.flag)
-               : numerics::minF32(uint32_t(a[l]), uint32_t(b[l]), in.ftz,
-                                  in.flag);
+    d[l] =
+        Max ? numerics::maxF32(uint32_t(a[l]), uint32_t(b[l]), in.ftz, in.flag)
+            : numerics::minF32(uint32_t(a[l]), uint32_t(b[l]), in.ftz, in.flag);
   });
 }
-template <bool Neg> void absNegF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
+template <bool Neg>
+void absNegF32(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *d = w.reg(in.d[0]);
   const uint64_t *a = w.reg(in.s[0]);
   forLanes(m, [&](uint32_t l) {
@@ -164,15 +168,26 @@ void testp(Launch &, Warp &w, const Inst &in, uint32_t m) {
   const uint64_t *a = w.reg(in.s[0]);
   uint32_t r = 0;
   forLanes(m, [&](uint32_t l) {
-    double x = Bits == 32 ? double(floatOf(uint32_t(a[l])))
-                          : numerics::doubleOf(a[l]);
+    double x =
+        Bits == 32 ? double(floatOf(uint32_t(a[l]))) : numerics::doubleOf(a[l]);
     bool v = false;
     switch (in.mode) {
-    case 0: v = std::isfinite(x); break;
-    case 1: v = std::isinf(x); break;
-    case 2: v = !std::isnan(x); break;
-    case 3: v = std::isnan(x); break;
-    case 4: v = Bits == 32 ? std::isnormal(floatOf(uint32_t(a[l]))) : std::isnormal(x); break;
+    case 0:
+      v = std::isfinite(x);
+      break;
+    case 1:
+      v = std::isinf(x);
+      break;
+    case 2:
+      v = !std::isnan(x);
+      break;
+    case 3:
+      v = std::isnan(x);
+      break;
+    case 4:
+      v = Bits == 32 ? std::isnormal(floatOf(uint32_t(a[l])))
+                     : std::isnormal(x);
+      break;
     case 5:
       v = Bits == 32 ? std::fpclassify(floatOf(uint32_t(a[l]))) == FP_SUBNORMAL
                      : std::fpclassify(x) == FP_SUBNORMAL;
@@ -202,16 +217,25 @@ void approxDivide(Launch &L, Warp &w, const Inst &in, uint32_t m) {
 
 // f64: round to nearest (the decoder rejects other modes).
 inline double dv(uint64_t v) { return numerics::doubleOf(v); }
-template <int Op> void f64Binary(Launch &, Warp &w, const Inst &in, uint32_t m) {
+template <int Op>
+void f64Binary(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *d = w.reg(in.d[0]);
   const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]);
   forLanes(m, [&](uint32_t l) {
     double x = dv(a[l]), y = dv(b[l]), r;
     switch (Op) {
-    case 0: r = x + y; break;
-    case 1: r = x - y; break;
-    case 2: r = x * y; break;
-    case 3: r = x / y; break;
+    case 0:
+      r = x + y;
+      break;
+    case 1:
+      r = x - y;
+      break;
+    case 2:
+      r = x * y;
+      break;
+    case 3:
+      r = x / y;
+      break;
     case 4: // min
     case 5: // max
       if (x != x || y != y) {
@@ -229,8 +253,7 @@ template <int Op> void f64Binary(Launch &, Warp &w, const Inst &in, uint32_t m) 
 }
 void f64Fma(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *d = w.reg(in.d[0]);
-  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]),
-                 *c = w.reg(in.s[2]);
+  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]), *c = w.reg(in.s[2]);
   forLanes(m, [&](uint32_t l) {
     d[l] = numerics::canonicalF64(std::fma(dv(a[l]), dv(b[l]), dv(c[l])));
   });
@@ -240,10 +263,18 @@ template <int Op> void f64Unary(Launch &, Warp &w, const Inst &in, uint32_t m) {
   const uint64_t *a = w.reg(in.s[0]);
   forLanes(m, [&](uint32_t l) {
     switch (Op) {
-    case 0: d[l] = numerics::canonicalF64(1.0 / dv(a[l])); break;
-    case 1: d[l] = numerics::canonicalF64(std::sqrt(dv(a[l]))); break;
-    case 2: d[l] = a[l] & 0x7fffffffffffffffull; break;
-    case 3: d[l] = a[l] ^ 0x8000000000000000ull; break;
+    case 0:
+      d[l] = numerics::canonicalF64(1.0 / dv(a[l]));
+      break;
+    case 1:
+      d[l] = numerics::canonicalF64(std::sqrt(dv(a[l])));
+      break;
+    case 2:
+      d[l] = a[l] & 0x7fffffffffffffffull;
+      break;
+    case 3:
+      d[l] = a[l] ^ 0x8000000000000000ull;
+      break;
     }
   });
 }
@@ -257,50 +288,86 @@ Handler kpool::emu::ptx::selectFloat(FloatOp op, const Inst &in) {
     if (!nearest || in.ftz || in.sat)
       return nullptr;
     switch (op) {
-    case FloatOp::Add: return f64Binary<0>;
-    case FloatOp::Sub: return f64Binary<1>;
-    case FloatOp::Mul: return f64Binary<2>;
-    case FloatOp::Div: return f64Binary<3>;
-    case FloatOp::Min: return f64Binary<4>;
-    case FloatOp::Max: return f64Binary<5>;
-    case FloatOp::Fma: return f64Fma;
-    case FloatOp::Rcp: return f64Unary<0>;
-    case FloatOp::Sqrt: return f64Unary<1>;
-    case FloatOp::Abs: return f64Unary<2>;
-    case FloatOp::Neg: return f64Unary<3>;
-    case FloatOp::Copysign: return copysignF<64>;
-    case FloatOp::Testp: return testp<64>;
-    default: return nullptr;
+    case FloatOp::Add:
+      return f64Binary<0>;
+    case FloatOp::Sub:
+      return f64Binary<1>;
+    case FloatOp::Mul:
+      return f64Binary<2>;
+    case FloatOp::Div:
+      return f64Binary<3>;
+    case FloatOp::Min:
+      return f64Binary<4>;
+    case FloatOp::Max:
+      return f64Binary<5>;
+    case FloatOp::Fma:
+      return f64Fma;
+    case FloatOp::Rcp:
+      return f64Unary<0>;
+    case FloatOp::Sqrt:
+      return f64Unary<1>;
+    case FloatOp::Abs:
+      return f64Unary<2>;
+    case FloatOp::Neg:
+      return f64Unary<3>;
+    case FloatOp::Copysign:
+      return copysignF<64>;
+    case FloatOp::Testp:
+      return testp<64>;
+    default:
+      return nullptr;
     }
   }
   if (t != Ty::F32)
     return nullptr;
   bool fast = nearest && !in.ftz && !in.sat;
   switch (op) {
-  case FloatOp::Add: return fast ? addFast : addF32;
-  case FloatOp::Sub: return fast ? subFast : subF32;
-  case FloatOp::Mul: return fast ? mulFast : mulF32;
-  case FloatOp::Fma: return fast ? fmaFast : fmaF32;
-  case FloatOp::Div: return divF32;
-  case FloatOp::Rcp: return rcpF32;
-  case FloatOp::Sqrt: return sqrtF32;
-  case FloatOp::Min: return minMaxF32<false>;
-  case FloatOp::Max: return minMaxF32<true>;
-  case FloatOp::Abs: return absNegF32<false>;
-  case FloatOp::Neg: return absNegF32<true>;
-  case FloatOp::Copysign: return copysignF<32>;
-  case FloatOp::Testp: return testp<32>;
-  case FloatOp::ApproxEx2: return approxUnary<approx::Op::Ex2>;
-  case FloatOp::ApproxLg2: return approxUnary<approx::Op::Lg2>;
-  case FloatOp::ApproxRcp: return approxUnary<approx::Op::Rcp>;
-  case FloatOp::ApproxSqrt: return approxUnary<approx::Op::Sqrt>;
-  case FloatOp::ApproxRsqrt: return approxUnary<approx::Op::Rsqrt>;
-  case FloatOp::ApproxSin: return approxUnary<approx::Op::Sin>;
-  case FloatOp::ApproxCos: return approxUnary<approx::Op::Cos>;
-  case FloatOp::ApproxTanh: return approxUnary<approx::Op::Tanh>;
-  case FloatOp::ApproxDiv: return approxDivide<approx::Op::Div>;
-  case FloatOp::FullDiv: return approxDivide<approx::Op::DivFull>;
+  case FloatOp::Add:
+    return fast ? addFast : addF32;
+  case FloatOp::Sub:
+    return fast ? subFast : subF32;
+  case FloatOp::Mul:
+    return fast ? mulFast : mulF32;
+  case FloatOp::Fma:
+    return fast ? fmaFast : fmaF32;
+  case FloatOp::Div:
+    return divF32;
+  case FloatOp::Rcp:
+    return rcpF32;
+  case FloatOp::Sqrt:
+    return sqrtF32;
+  case FloatOp::Min:
+    return minMaxF32<false>;
+  case FloatOp::Max:
+    return minMaxF32<true>;
+  case FloatOp::Abs:
+    return absNegF32<false>;
+  case FloatOp::Neg:
+    return absNegF32<true>;
+  case FloatOp::Copysign:
+    return copysignF<32>;
+  case FloatOp::Testp:
+    return testp<32>;
+  case FloatOp::ApproxEx2:
+    return approxUnary<approx::Op::Ex2>;
+  case FloatOp::ApproxLg2:
+    return approxUnary<approx::Op::Lg2>;
+  case FloatOp::ApproxRcp:
+    return approxUnary<approx::Op::Rcp>;
+  case FloatOp::ApproxSqrt:
+    return approxUnary<approx::Op::Sqrt>;
+  case FloatOp::ApproxRsqrt:
+    return approxUnary<approx::Op::Rsqrt>;
+  case FloatOp::ApproxSin:
+    return approxUnary<approx::Op::Sin>;
+  case FloatOp::ApproxCos:
+    return approxUnary<approx::Op::Cos>;
+  case FloatOp::ApproxTanh:
+    return approxUnary<approx::Op::Tanh>;
+  case FloatOp::ApproxDiv:
+    return approxDivide<approx::Op::Div>;
+  case FloatOp::FullDiv:
+    return approxDivide<approx::Op::DivFull>;
   }
   return nullptr;
 }
-

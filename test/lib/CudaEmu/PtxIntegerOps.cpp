@@ -24,10 +24,22 @@ constexpr uint64_t lowBits(unsigned n) {
 }
 
 template <unsigned N> struct Width;
-template <> struct Width<8> { using U = uint8_t; using S = int8_t; };
-template <> struct Width<16> { using U = uint16_t; using S = int16_t; };
-template <> struct Width<32> { using U = uint32_t; using S = int32_t; };
-template <> struct Width<64> { using U = uint64_t; using S = int64_t; };
+template <> struct Width<8> {
+  using U = uint8_t;
+  using S = int8_t;
+};
+template <> struct Width<16> {
+  using U = uint16_t;
+  using S = int16_t;
+};
+template <> struct Width<32> {
+  using U = uint32_t;
+  using S = int32_t;
+};
+template <> struct Width<64> {
+  using U = uint64_t;
+  using S = int64_t;
+};
 
 template <unsigned N, bool Signed> struct Int {
   using U = typename Width<N>::U;
@@ -48,11 +60,9 @@ template <class F> void binary(Launch &, Warp &w, const Inst &in, uint32_t m) {
   const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]);
   forLanes(m, [&](uint32_t l) { d[l] = F::f(a[l], b[l]); });
 }
-template <class F>
-void ternary(Launch &, Warp &w, const Inst &in, uint32_t m) {
+template <class F> void ternary(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *d = w.reg(in.d[0]);
-  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]),
-                 *c = w.reg(in.s[2]);
+  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]), *c = w.reg(in.s[2]);
   forLanes(m, [&](uint32_t l) { d[l] = F::f(a[l], b[l], c[l]); });
 }
 
@@ -62,8 +72,12 @@ template <unsigned N, bool Sg> struct Ops {
   using T = typename I::T;
   static constexpr uint64_t mask = lowBits(N);
 
-  struct Add { static uint64_t f(uint64_t a, uint64_t b) { return (a + b) & mask; } };
-  struct Sub { static uint64_t f(uint64_t a, uint64_t b) { return (a - b) & mask; } };
+  struct Add {
+    static uint64_t f(uint64_t a, uint64_t b) { return (a + b) & mask; }
+  };
+  struct Sub {
+    static uint64_t f(uint64_t a, uint64_t b) { return (a - b) & mask; }
+  };
   struct AddSat {
     static uint64_t f(uint64_t a, uint64_t b) {
       __int128 r = __int128(I::get(a)) + __int128(I::get(b));
@@ -81,7 +95,9 @@ template <unsigned N, bool Sg> struct Ops {
     __int128 hi = Sg ? (__int128(1) << (N - 1)) - 1 : (__int128(1) << N) - 1;
     return T(r < lo ? lo : r > hi ? hi : r);
   }
-  struct MulLo { static uint64_t f(uint64_t a, uint64_t b) { return (a * b) & mask; } };
+  struct MulLo {
+    static uint64_t f(uint64_t a, uint64_t b) { return (a * b) & mask; }
+  };
   static __int128 wideProduct(uint64_t a, uint64_t b) {
     return Sg ? __int128(I::get(a)) * __int128(I::get(b))
               : __int128((unsigned __int128)U(a) * (unsigned __int128)U(b));
@@ -131,12 +147,24 @@ template <unsigned N, bool Sg> struct Ops {
       return v < 0 ? (uint64_t(0) - a) & mask : a & mask;
     }
   };
-  struct Neg { static uint64_t f(uint64_t a) { return (uint64_t(0) - a) & mask; } };
-  struct And { static uint64_t f(uint64_t a, uint64_t b) { return a & b & mask; } };
-  struct Or { static uint64_t f(uint64_t a, uint64_t b) { return (a | b) & mask; } };
-  struct Xor { static uint64_t f(uint64_t a, uint64_t b) { return (a ^ b) & mask; } };
-  struct Not { static uint64_t f(uint64_t a) { return ~a & mask; } };
-  struct Cnot { static uint64_t f(uint64_t a) { return (a & mask) == 0 ? 1 : 0; } };
+  struct Neg {
+    static uint64_t f(uint64_t a) { return (uint64_t(0) - a) & mask; }
+  };
+  struct And {
+    static uint64_t f(uint64_t a, uint64_t b) { return a & b & mask; }
+  };
+  struct Or {
+    static uint64_t f(uint64_t a, uint64_t b) { return (a | b) & mask; }
+  };
+  struct Xor {
+    static uint64_t f(uint64_t a, uint64_t b) { return (a ^ b) & mask; }
+  };
+  struct Not {
+    static uint64_t f(uint64_t a) { return ~a & mask; }
+  };
+  struct Cnot {
+    static uint64_t f(uint64_t a) { return (a & mask) == 0 ? 1 : 0; }
+  };
   struct Shl {
     static uint64_t f(uint64_t a, uint64_t b) {
       uint32_t s = uint32_t(b);
@@ -154,7 +182,9 @@ template <unsigned N, bool Sg> struct Ops {
     }
   };
   struct Popc {
-    static uint64_t f(uint64_t a) { return uint64_t(__builtin_popcountll(a & mask)); }
+    static uint64_t f(uint64_t a) {
+      return uint64_t(__builtin_popcountll(a & mask));
+    }
   };
   struct Clz {
     static uint64_t f(uint64_t a) {
@@ -189,7 +219,8 @@ template <unsigned N, bool Sg> struct Ops {
         sbit = (a >> std::min(pos + len - 1, msb)) & 1;
       uint64_t d = 0;
       for (unsigned i = 0; i <= msb; ++i) {
-        uint64_t bit = (i < len && pos + i <= msb) ? (a >> (pos + i)) & 1 : sbit;
+        uint64_t bit =
+            (i < len && pos + i <= msb) ? (a >> (pos + i)) & 1 : sbit;
         d |= bit << i;
       }
       return d;
@@ -199,10 +230,11 @@ template <unsigned N, bool Sg> struct Ops {
 
 template <unsigned N> void bfi(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint64_t *f = w.reg(in.d[0]);
-  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]),
-                 *c = w.reg(in.s[2]), *d = w.reg(in.s[3]);
+  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]), *c = w.reg(in.s[2]),
+                 *d = w.reg(in.s[3]);
   forLanes(m, [&](uint32_t l) {
-    unsigned msb = N - 1, pos = unsigned(c[l] & 0xff), len = unsigned(d[l] & 0xff);
+    unsigned msb = N - 1, pos = unsigned(c[l] & 0xff),
+             len = unsigned(d[l] & 0xff);
     uint64_t r = b[l];
     for (unsigned i = 0; i < len && pos + i <= msb; ++i)
       r = (r & ~(uint64_t(1) << (pos + i))) | (((a[l] >> i) & 1) << (pos + i));
@@ -320,46 +352,78 @@ void mov(Launch &, Warp &w, const Inst &in, uint32_t m) {
 template <unsigned N, bool Sg> Handler select(IntOp op) {
   using O = Ops<N, Sg>;
   switch (op) {
-  case IntOp::Add: return binary<typename O::Add>;
-  case IntOp::Sub: return binary<typename O::Sub>;
-  case IntOp::AddSat: return N == 32 && Sg ? binary<typename O::AddSat> : nullptr;
-  case IntOp::SubSat: return N == 32 && Sg ? binary<typename O::SubSat> : nullptr;
-  case IntOp::MulLo: return binary<typename O::MulLo>;
-  case IntOp::MulHi: return binary<typename O::MulHi>;
-  case IntOp::MulWide: return N < 64 ? binary<typename O::MulWide> : nullptr;
-  case IntOp::MadLo: return ternary<typename O::MadLo>;
-  case IntOp::MadHi: return ternary<typename O::MadHi>;
-  case IntOp::MadWide: return N < 64 ? ternary<typename O::MadWide> : nullptr;
+  case IntOp::Add:
+    return binary<typename O::Add>;
+  case IntOp::Sub:
+    return binary<typename O::Sub>;
+  case IntOp::AddSat:
+    return N == 32 && Sg ? binary<typename O::AddSat> : nullptr;
+  case IntOp::SubSat:
+    return N == 32 && Sg ? binary<typename O::SubSat> : nullptr;
+  case IntOp::MulLo:
+    return binary<typename O::MulLo>;
+  case IntOp::MulHi:
+    return binary<typename O::MulHi>;
+  case IntOp::MulWide:
+    return N < 64 ? binary<typename O::MulWide> : nullptr;
+  case IntOp::MadLo:
+    return ternary<typename O::MadLo>;
+  case IntOp::MadHi:
+    return ternary<typename O::MadHi>;
+  case IntOp::MadWide:
+    return N < 64 ? ternary<typename O::MadWide> : nullptr;
   case IntOp::Mul24Lo:
     return N == 32 ? binary<typename Mul24<N, Sg>::Lo> : nullptr;
   case IntOp::Mul24Hi:
     return N == 32 ? binary<typename Mul24<N, Sg>::Hi> : nullptr;
-  case IntOp::Div: return divide<N, Sg, false>;
-  case IntOp::Rem: return divide<N, Sg, true>;
-  case IntOp::Min: return binary<typename O::Min>;
-  case IntOp::Max: return binary<typename O::Max>;
-  case IntOp::Abs: return Sg ? unary<typename O::Abs> : nullptr;
-  case IntOp::Neg: return Sg ? unary<typename O::Neg> : nullptr;
-  case IntOp::And: return binary<typename O::And>;
-  case IntOp::Or: return binary<typename O::Or>;
-  case IntOp::Xor: return binary<typename O::Xor>;
-  case IntOp::Not: return unary<typename O::Not>;
-  case IntOp::Cnot: return unary<typename O::Cnot>;
-  case IntOp::Shl: return binary<typename O::Shl>;
-  case IntOp::Shr: return binary<typename O::Shr>;
-  case IntOp::Popc: return N >= 32 ? unary<typename O::Popc> : nullptr;
-  case IntOp::Clz: return N >= 32 ? unary<typename O::Clz> : nullptr;
-  case IntOp::Brev: return N >= 32 ? unary<typename O::Brev> : nullptr;
+  case IntOp::Div:
+    return divide<N, Sg, false>;
+  case IntOp::Rem:
+    return divide<N, Sg, true>;
+  case IntOp::Min:
+    return binary<typename O::Min>;
+  case IntOp::Max:
+    return binary<typename O::Max>;
+  case IntOp::Abs:
+    return Sg ? unary<typename O::Abs> : nullptr;
+  case IntOp::Neg:
+    return Sg ? unary<typename O::Neg> : nullptr;
+  case IntOp::And:
+    return binary<typename O::And>;
+  case IntOp::Or:
+    return binary<typename O::Or>;
+  case IntOp::Xor:
+    return binary<typename O::Xor>;
+  case IntOp::Not:
+    return unary<typename O::Not>;
+  case IntOp::Cnot:
+    return unary<typename O::Cnot>;
+  case IntOp::Shl:
+    return binary<typename O::Shl>;
+  case IntOp::Shr:
+    return binary<typename O::Shr>;
+  case IntOp::Popc:
+    return N >= 32 ? unary<typename O::Popc> : nullptr;
+  case IntOp::Clz:
+    return N >= 32 ? unary<typename O::Clz> : nullptr;
+  case IntOp::Brev:
+    return N >= 32 ? unary<typename O::Brev> : nullptr;
   case IntOp::Bfind:
     return N >= 32 ? unary<typename O::template Bfind<false>> : nullptr;
   case IntOp::BfindShift:
     return N >= 32 ? unary<typename O::template Bfind<true>> : nullptr;
-  case IntOp::Bfe: return N >= 32 ? ternary<typename O::Bfe> : nullptr;
-  case IntOp::Bfi: return N >= 32 ? bfi<N> : nullptr;
-  case IntOp::Prmt: return N == 32 ? prmt : nullptr;
-  case IntOp::Lop3: return N == 32 ? lop3<N> : nullptr;
-  case IntOp::Mov: return mov;
-  case IntOp::Selp: return selp<N>;
+  case IntOp::Bfe:
+    return N >= 32 ? ternary<typename O::Bfe> : nullptr;
+  case IntOp::Bfi:
+    return N >= 32 ? bfi<N> : nullptr;
+  case IntOp::Prmt:
+    return N == 32 ? prmt : nullptr;
+  case IntOp::Lop3:
+    return N == 32 ? lop3<N> : nullptr;
+  case IntOp::Mov:
+    return mov;
+  case IntOp::Selp:
+    return selp<N>;
   }
   return nullptr;
 }
@@ -370,43 +434,73 @@ template <unsigned N, bool Sg> Handler select(IntOp op) {
 
 template <class T> bool compareInt(Cmp c, T a, T b) {
   switch (c) {
-  case Cmp::Eq: return a == b;
-  case Cmp::Ne: return a != b;
-  case Cmp::Lt: case Cmp::Lo: return a < b;
-  case Cmp::Le: case Cmp::Ls: return a <= b;
-  case Cmp::Gt: case Cmp::Hi: return a > b;
-  case Cmp::Ge: case Cmp::Hs: return a >= b;
-  default: return false;
+  case Cmp::Eq:
+    return a == b;
+  case Cmp::Ne:
+    return a != b;
+  case Cmp::Lt:
+  case Cmp::Lo:
+    return a < b;
+  case Cmp::Le:
+  case Cmp::Ls:
+    return a <= b;
+  case Cmp::Gt:
+  case Cmp::Hi:
+    return a > b;
+  case Cmp::Ge:
+  case Cmp::Hs:
+    return a >= b;
+  default:
+    return false;
   }
 }
 
 template <class F> bool compareFloat(Cmp c, F a, F b) {
   bool unordered = a != a || b != b;
   switch (c) {
-  case Cmp::Eq: return !unordered && a == b;
-  case Cmp::Ne: return !unordered && a != b;
-  case Cmp::Lt: return !unordered && a < b;
-  case Cmp::Le: return !unordered && a <= b;
-  case Cmp::Gt: return !unordered && a > b;
-  case Cmp::Ge: return !unordered && a >= b;
-  case Cmp::Equ: return unordered || a == b;
-  case Cmp::Neu: return unordered || a != b;
-  case Cmp::Ltu: return unordered || a < b;
-  case Cmp::Leu: return unordered || a <= b;
-  case Cmp::Gtu: return unordered || a > b;
-  case Cmp::Geu: return unordered || a >= b;
-  case Cmp::Num: return !unordered;
-  case Cmp::Nan: return unordered;
-  default: return false;
+  case Cmp::Eq:
+    return !unordered && a == b;
+  case Cmp::Ne:
+    return !unordered && a != b;
+  case Cmp::Lt:
+    return !unordered && a < b;
+  case Cmp::Le:
+    return !unordered && a <= b;
+  case Cmp::Gt:
+    return !unordered && a > b;
+  case Cmp::Ge:
+    return !unordered && a >= b;
+  case Cmp::Equ:
+    return unordered || a == b;
+  case Cmp::Neu:
+    return unordered || a != b;
+  case Cmp::Ltu:
+    return unordered || a < b;
+  case Cmp::Leu:
+    return unordered || a <= b;
+  case Cmp::Gtu:
+    return unordered || a > b;
+  case Cmp::Geu:
+    return unordered || a >= b;
+  case Cmp::Num:
+    return !unordered;
+  case Cmp::Nan:
+    return unordered;
+  default:
+    return false;
   }
 }
 
 inline bool combine(BoolOp op, bool t, bool c) {
   switch (op) {
-  case BoolOp::And: return t && c;
-  case BoolOp::Or: return t || c;
-  case BoolOp::Xor: return t != c;
-  case BoolOp::None: return t;
+  case BoolOp::And:
+    return t && c;
+  case BoolOp::Or:
+    return t || c;
+  case BoolOp::Xor:
+    return t != c;
+  case BoolOp::None:
+    return t;
   }
   return t;
 }
@@ -448,11 +542,15 @@ void setp(Launch &, Warp &w, const Inst &in, uint32_t m) {
   setPred(w.preds[in.d[1] & ~kPredBit], m, q);
 }
 
-template <int Op> void predLogic(Launch &, Warp &w, const Inst &in, uint32_t m) {
+template <int Op>
+void predLogic(Launch &, Warp &w, const Inst &in, uint32_t m) {
   uint32_t a = w.preds[in.s[0] & ~kPredBit];
   uint32_t b = Op < 3 ? w.preds[in.s[1] & ~kPredBit] : 0;
-  uint32_t r = Op == 0 ? (a & b) : Op == 1 ? (a | b) : Op == 2 ? (a ^ b)
-             : Op == 3 ? ~a : a;
+  uint32_t r = Op == 0   ? (a & b)
+               : Op == 1 ? (a | b)
+               : Op == 2 ? (a ^ b)
+               : Op == 3 ? ~a
+                         : a;
   setPred(w.preds[in.d[0] & ~kPredBit], m, r);
 }
 
@@ -502,21 +600,31 @@ Handler kpool::emu::ptx::selectSetp(Ty t) {
     return setp<64, 3>;
   bool sg = isSigned(t);
   switch (bitsOf(t)) {
-  case 16: return sg ? setp<16, 1> : setp<16, 0>;
-  case 32: return sg ? setp<32, 1> : setp<32, 0>;
-  case 64: return sg ? setp<64, 1> : setp<64, 0>;
-  default: return nullptr;
+  case 16:
+    return sg ? setp<16, 1> : setp<16, 0>;
+  case 32:
+    return sg ? setp<32, 1> : setp<32, 0>;
+  case 64:
+    return sg ? setp<64, 1> : setp<64, 0>;
+  default:
+    return nullptr;
   }
 }
 
 Handler kpool::emu::ptx::selectPredLogic(IntOp op) {
   switch (op) {
-  case IntOp::And: return predLogic<0>;
-  case IntOp::Or: return predLogic<1>;
-  case IntOp::Xor: return predLogic<2>;
-  case IntOp::Not: return predLogic<3>;
-  case IntOp::Mov: return predLogic<4>;
-  default: return nullptr;
+  case IntOp::And:
+    return predLogic<0>;
+  case IntOp::Or:
+    return predLogic<1>;
+  case IntOp::Xor:
+    return predLogic<2>;
+  case IntOp::Not:
+    return predLogic<3>;
+  case IntOp::Mov:
+    return predLogic<4>;
+  default:
+    return nullptr;
   }
 }
 

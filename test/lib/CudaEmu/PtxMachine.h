@@ -1,9 +1,10 @@
-//===- PtxMachine.h - the state of a launch, its blocks and warps -*- C++ -*-===//
+//===- PtxMachine.h - the state of a launch, its blocks, warps -*- C++ -*-===//
 //
-// Internal to the executor: what the scheduler (PtxExecutor.cpp), the
-// instruction handlers (PtxInstructions*.cpp) and the sanitizer
-// (Sanitizer.cpp) share while a launch runs. One Launch per launch call, so
-// concurrent launches share nothing but their (immutable) module.
+// Internal to the executor: what the launch (PtxExecutor.cpp), the
+// scheduler (PtxScheduler.cpp), the instruction handlers (Ptx*Ops.cpp) and
+// the sanitizer (Sanitizer.cpp) share while a launch runs. One Launch per
+// launch call, so concurrent launches share nothing but their (immutable)
+// module.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,14 +35,14 @@ struct Group {
 };
 
 struct Warp {
-  uint32_t index = 0;    // warp of the block
-  uint32_t valid = 0;    // lanes that exist (a partial last warp has fewer)
-  uint32_t exited = 0;   // lanes that have exited
-  uint64_t *regs = nullptr;   // numSlots * 32
-  uint32_t *preds = nullptr;  // numPreds lane masks
-  uint32_t *init = nullptr;   // numSlots lane masks: written (initcheck)
+  uint32_t index = 0;        // warp of the block
+  uint32_t valid = 0;        // lanes that exist (a partial last warp has fewer)
+  uint32_t exited = 0;       // lanes that have exited
+  uint64_t *regs = nullptr;  // numSlots * 32
+  uint32_t *preds = nullptr; // numPreds lane masks
+  uint32_t *init = nullptr;  // numSlots lane masks: written (initcheck)
   uint32_t *predInit = nullptr;
-  uint8_t *local = nullptr;   // 32 * Launch::localStride
+  uint8_t *local = nullptr; // 32 * Launch::localStride
   Group groups[32];
   uint32_t nGroups = 0;
   /// The lanes of the group whose instruction runs (activemask).
@@ -51,9 +52,7 @@ struct Warp {
   uint32_t syncCount = 0;
   uint32_t syncWith[32][32];
   uint64_t *reg(uint32_t slot) { return regs + size_t(slot) * 32; }
-  const uint64_t *reg(uint32_t slot) const {
-    return regs + size_t(slot) * 32;
-  }
+  const uint64_t *reg(uint32_t slot) const { return regs + size_t(slot) * 32; }
   bool live() const { return (exited & valid) != valid; }
 };
 
@@ -147,6 +146,13 @@ template <class F> inline void forLanes(uint32_t lanes, F &&f) {
 inline void setPred(uint32_t &p, uint32_t lanes, uint32_t bits) {
   p = (p & ~lanes) | (bits & lanes);
 }
+
+/// Runs block L.blockLinear of the launch to its end, a deadlock or a
+/// fatal finding (PtxScheduler.cpp).
+void runBlock(Launch &L);
+
+/// The coordinates of linear index `i` in `extent` (x fastest).
+Dim3 unlinearize(uint64_t i, Dim3 extent);
 
 /// "(x, y, z)".
 std::string formatDim(Dim3 d);

@@ -36,20 +36,26 @@ struct Resolved {
 
 const char *spaceName(Space s) {
   switch (s) {
-  case Space::Global: return "global";
-  case Space::Shared: return "shared";
-  case Space::Local: return "local";
-  case Space::Param: return "param";
-  case Space::Const: return "const";
-  case Space::Generic: return "generic";
+  case Space::Global:
+    return "global";
+  case Space::Shared:
+    return "shared";
+  case Space::Local:
+    return "local";
+  case Space::Param:
+    return "param";
+  case Space::Const:
+    return "const";
+  case Space::Generic:
+    return "generic";
   }
   return "?";
 }
 
 /// Resolves and checks the lanes' accesses of `bytes` each; false (after
 /// a fatal report) when one is invalid.
-bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes,
-             uint32_t bytes, const char *verb, bool write, Resolved &r) {
+bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes, uint32_t bytes,
+             const char *verb, bool write, Resolved &r) {
   const uint64_t *base = in.addrReg != kNoSlot ? w.reg(in.addrReg) : nullptr;
   uint64_t sharedBase = reinterpret_cast<uint64_t>(L.shared);
   uint64_t localBase = reinterpret_cast<uint64_t>(w.local);
@@ -90,15 +96,17 @@ bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes,
     }
     r.space[l] = uint8_t(sp);
     if (off % bytes != 0) {
-      ok = bad(l, sp, "misaligned: the address must be a multiple of " +
-                          std::to_string(bytes));
+      ok = bad(l, sp,
+               "misaligned: the address must be a multiple of " +
+                   std::to_string(bytes));
       return;
     }
     switch (sp) {
     case Space::Shared:
       if (off + bytes > L.sharedBytes || off + bytes < off) {
-        ok = bad(l, sp, "outside the block's " + std::to_string(L.sharedBytes) +
-                            " bytes of shared memory");
+        ok = bad(l, sp,
+                 "outside the block's " + std::to_string(L.sharedBytes) +
+                     " bytes of shared memory");
         return;
       }
       r.host[l] = L.shared + off;
@@ -107,9 +115,9 @@ bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes,
       break;
     case Space::Local:
       if (off + bytes > L.fn.localBytes || off + bytes < off) {
-        ok = bad(l, sp, "outside the thread's " +
-                            std::to_string(L.fn.localBytes) +
-                            " bytes of local memory");
+        ok = bad(l, sp,
+                 "outside the thread's " + std::to_string(L.fn.localBytes) +
+                     " bytes of local memory");
         return;
       }
       r.host[l] = w.local + uint64_t(l) * L.localStride + off;
@@ -120,8 +128,9 @@ bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes,
         return;
       }
       if (off + bytes > L.params.size() || off + bytes < off) {
-        ok = bad(l, sp, "outside the " + std::to_string(L.params.size()) +
-                            " bytes of kernel parameters");
+        ok = bad(l, sp,
+                 "outside the " + std::to_string(L.params.size()) +
+                     " bytes of kernel parameters");
         return;
       }
       r.host[l] = L.params.data() + off;
@@ -152,8 +161,8 @@ bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes,
     if (!ok)
       return;
     uint64_t a = r.address[l];
-    if (a + bytes < a || (!L.memory.find(a, bytes) &&
-                          !L.module.variableAt(a, bytes))) {
+    if (a + bytes < a ||
+        (!L.memory.find(a, bytes) && !L.module.variableAt(a, bytes))) {
       ok = bad(l, Space::Global,
                a + bytes < a ? std::string("the range wraps around")
                              : "outside every live allocation");
@@ -239,11 +248,16 @@ template <class T>
 T applyAtomic(AtomOp op, T old, T b, T c, bool sg, bool isFloat, bool ftz) {
   using S = std::make_signed_t<T>;
   switch (op) {
-  case AtomOp::And: return old & b;
-  case AtomOp::Or: return old | b;
-  case AtomOp::Xor: return old ^ b;
-  case AtomOp::Cas: return old == b ? c : old;
-  case AtomOp::Exch: return b;
+  case AtomOp::And:
+    return old & b;
+  case AtomOp::Or:
+    return old | b;
+  case AtomOp::Xor:
+    return old ^ b;
+  case AtomOp::Cas:
+    return old == b ? c : old;
+  case AtomOp::Exch:
+    return b;
   case AtomOp::Add:
     if (isFloat) {
       if constexpr (sizeof(T) == 4) {
@@ -251,16 +265,20 @@ T applyAtomic(AtomOp op, T old, T b, T c, bool sg, bool isFloat, bool ftz) {
         return T(numerics::addF32(uint32_t(old), uint32_t(b),
                                   numerics::Mode::RN, ftz, false));
       } else {
-        double x = numerics::doubleOf(uint64_t(old)) +
-                   numerics::doubleOf(uint64_t(b));
+        double x =
+            numerics::doubleOf(uint64_t(old)) + numerics::doubleOf(uint64_t(b));
         return T(numerics::canonicalF64(x));
       }
     }
     return T(old + b);
-  case AtomOp::Inc: return old >= b ? T(0) : T(old + 1);
-  case AtomOp::Dec: return (old == 0 || old > b) ? b : T(old - 1);
-  case AtomOp::Min: return (sg ? S(b) < S(old) : b < old) ? b : old;
-  case AtomOp::Max: return (sg ? S(b) > S(old) : b > old) ? b : old;
+  case AtomOp::Inc:
+    return old >= b ? T(0) : T(old + 1);
+  case AtomOp::Dec:
+    return (old == 0 || old > b) ? b : T(old - 1);
+  case AtomOp::Min:
+    return (sg ? S(b) < S(old) : b < old) ? b : old;
+  case AtomOp::Max:
+    return (sg ? S(b) > S(old) : b > old) ? b : old;
   }
   return old;
 }
@@ -308,14 +326,17 @@ void cvta(Launch &L, Warp &w, const Inst &in, uint32_t lanes) {
   forLanes(lanes, [&](uint32_t l) {
     uint64_t base = 0;
     switch (in.space) {
-    case Space::Shared: base = reinterpret_cast<uint64_t>(L.shared); break;
+    case Space::Shared:
+      base = reinterpret_cast<uint64_t>(L.shared);
+      break;
     case Space::Local:
       base = reinterpret_cast<uint64_t>(w.local) + uint64_t(l) * L.localStride;
       break;
     case Space::Param:
       base = reinterpret_cast<uint64_t>(L.params.data());
       break;
-    default: break; // global and const addresses are host addresses
+    default:
+      break; // global and const addresses are host addresses
     }
     d[l] = to ? a[l] - base : a[l] + base;
   });

@@ -30,9 +30,9 @@ inline void twoSum(double a, double b, double &s, double &e) {
 inline uint32_t signOf(uint32_t a) { return a & 0x80000000u; }
 
 inline uint32_t stepF32(float f, bool up) {
-  return bitsOf(std::nextafter(
-      f, up ? std::numeric_limits<float>::infinity()
-            : -std::numeric_limits<float>::infinity()));
+  return bitsOf(
+      std::nextafter(f, up ? std::numeric_limits<float>::infinity()
+                           : -std::numeric_limits<float>::infinity()));
 }
 
 } // namespace
@@ -55,13 +55,18 @@ uint32_t kpool::emu::numerics::roundToF32(double hi, double lo, Mode mode) {
   }
   double d = hi - static_cast<double>(f); // exact
   if (mode == Mode::RN || mode == Mode::RNA) {
-    if (d == 0 && lo == 0)
-      return bitsOf(f);
-    if (d == 0) // hi is an f32; lo is far below half an ulp of it
+    if (d == 0 || (lo == 0 && mode == Mode::RN))
+      return bitsOf(f); // exact, or hi + 0 rounded once
+    // Only a hi exactly halfway between two f32 values can round the other
+    // way: for f32-normal magnitudes its double fraction then ends in a 1
+    // followed by 28 zeros.
+    if (std::fabs(hi) >= 0x1p-126 &&
+        (bitsOf(hi) & 0x1fffffffull) != 0x10000000ull)
       return bitsOf(f);
     // A tie in hi may be broken by lo; a tie in hi + lo only when lo == 0.
-    float n = std::nextafter(f, d > 0 ? std::numeric_limits<float>::infinity()
-                                      : -std::numeric_limits<float>::infinity());
+    float n =
+        std::nextafter(f, d > 0 ? std::numeric_limits<float>::infinity()
+                                : -std::numeric_limits<float>::infinity());
     double mid = (static_cast<double>(f) + static_cast<double>(n)) / 2;
     if (hi != mid)
       return bitsOf(f);
@@ -186,12 +191,16 @@ uint32_t kpool::emu::numerics::divF32(uint32_t a, uint32_t b, Mode mode,
   }
   if (isNaN32(a) || isNaN32(b))
     return kCanonicalNaN32;
+  if (mode == Mode::RN) { // the host's IEEE division rounds to nearest even
+    float q = floatOf(a) / floatOf(b);
+    return q != q ? kCanonicalNaN32 : (ftz ? flush32(bitsOf(q)) : bitsOf(q));
+  }
   double x = floatOf(a), y = floatOf(b);
   double q = x / y;
   double lo = 0;
   if (std::isfinite(q) && q != 0 && y != 0) {
     double rem = std::fma(-q, y, x); // exact remainder x - q*y
-    lo = rem / y;                     // only its sign and zeroness matter
+    lo = rem / y;                    // only its sign and zeroness matter
   }
   return finishF32(roundToF32(q, lo, mode), ftz, false);
 }
@@ -201,12 +210,16 @@ uint32_t kpool::emu::numerics::sqrtF32(uint32_t a, Mode mode, bool ftz) {
     a = flush32(a);
   if (isNaN32(a) || (signOf(a) && (a & 0x7fffffffu)))
     return kCanonicalNaN32; // NaN, and negatives other than -0
+  if (mode == Mode::RN) {   // the host's IEEE square root
+    uint32_t r = bitsOf(std::sqrt(floatOf(a)));
+    return ftz ? flush32(r) : r;
+  }
   double x = floatOf(a);
   double s = std::sqrt(x);
   double lo = 0;
   if (std::isfinite(s) && s != 0) {
-    double rem = std::fma(-s, s, x); // exact
-    lo = rem;                        // same sign as the error of s
+    double rem = std::fma(-s, s, x); // exact: x - s^2
+    lo = rem / (2 * s);              // about sqrt(x) - s
   }
   return finishF32(roundToF32(s, lo, mode), ftz, false);
 }
@@ -339,8 +352,7 @@ uint32_t encode(double x, const Format &f, Mode mode, bool satfinite,
 double decode(uint32_t code, const Format &f) {
   uint32_t sign = code >> f.signShift & 1;
   uint32_t mag = code & ((1u << f.signShift) - 1);
-  if ((!f.infCode && mag == f.nanCode) ||
-      (f.infCode && mag > f.infCode))
+  if ((!f.infCode && mag == f.nanCode) || (f.infCode && mag > f.infCode))
     return std::numeric_limits<double>::quiet_NaN();
   if (f.infCode && mag == f.infCode)
     return sign ? -INFINITY : INFINITY;
@@ -356,6 +368,13 @@ double decode(uint32_t code, const Format &f) {
 
 uint16_t kpool::emu::numerics::f32ToBF16(uint32_t a, Mode mode, bool satfinite,
                                          bool relu) {
+  if (mode == Mode::RN && !satfinite && !relu) {
+    // Round to nearest even on the 16 dropped bits; a carry into the
+    // exponent (up to infinity) is the right result.
+    if (isNaN32(a))
+      return 0x7fff;
+    return uint16_t((a + 0x7fffu + ((a >> 16) & 1u)) >> 16);
+  }
   return uint16_t(encode(double(floatOf(a)), kBF16, mode, satfinite, relu));
 }
 
@@ -375,7 +394,22 @@ uint16_t kpool::emu::numerics::f64ToBF16(double a, Mode mode, bool satfinite,
 }
 
 uint8_t kpool::emu::numerics::f32ToE4M3(uint32_t a, bool relu) {
-  return uint8_t(encode(double(floatOf(a)), kE4M3, Mode::RN, true, relu));
+  // Bit-level round to nearest even (kernels convert every cache entry).
+  uint32_t sign = (a >> 24) & 0x80u, mag = a & 0x7fffffffu;
+  if (mag > 0x7f800000u) // NaN: 0x7f, keeping the sign unless .relu
+    return uint8_t(relu ? 0x7fu : 0x7fu | sign);
+  if (relu && sign)
+    return 0;
+  if (mag >= 0x43e00000u) // >= 448 (and infinity): .satfinite
+    return uint8_t(0x7eu | sign);
+  if (mag < 0x3c800000u) { // below 2^-6: subnormal codes k * 2^-9
+    float scaled = floatOf(mag) * 512.0f; // exact; < 8
+    return uint8_t(uint32_t(std::nearbyint(scaled)) | sign);
+  }
+  // Normal: keep 3 fraction bits, ties to even; the f32 exponent rebiased
+  // from 127 to 7 is (E - 120), i.e. code = (mag >> 20) - (120 << 3).
+  uint32_t rounded = mag + 0x7ffffu + ((mag >> 20) & 1u);
+  return uint8_t(((rounded >> 20) - (120u << 3)) | sign);
 }
 
 uint8_t kpool::emu::numerics::f32ToE5M2(uint32_t a, bool relu) {

@@ -1,4 +1,4 @@
-//===- PtxOps.h - the instruction handlers the decoder chooses from -*- C++ -*-===//
+//===- PtxOps.h - the handlers the decoder chooses from ---------*- C++ -*-===//
 //
 // Internal. Each instruction family lives in its own file and exposes a
 // function that returns the handler for one operation and type (null when
@@ -21,19 +21,68 @@
 
 namespace kpool::emu::ptx {
 
-//===- PtxIntegerOps.cpp ---------------------------------------------------===//
+//===- PtxIntegerOps.cpp
+//---------------------------------------------------===//
 
 enum class IntOp : uint8_t {
-  Add, Sub, AddSat, SubSat, MulLo, MulHi, MulWide, MadLo, MadHi, MadWide,
-  Mul24Lo, Mul24Hi, Div, Rem, Min, Max, Abs, Neg, And, Or, Xor, Not, Cnot,
-  Shl, Shr, Popc, Clz, Brev, Bfind, BfindShift, Bfe, Bfi, Prmt, Lop3,
-  Mov, Selp,
+  Add,
+  Sub,
+  AddSat,
+  SubSat,
+  MulLo,
+  MulHi,
+  MulWide,
+  MadLo,
+  MadHi,
+  MadWide,
+  Mul24Lo,
+  Mul24Hi,
+  Div,
+  Rem,
+  Min,
+  Max,
+  Abs,
+  Neg,
+  And,
+  Or,
+  Xor,
+  Not,
+  Cnot,
+  Shl,
+  Shr,
+  Popc,
+  Clz,
+  Brev,
+  Bfind,
+  BfindShift,
+  Bfe,
+  Bfi,
+  Prmt,
+  Lop3,
+  Mov,
+  Selp,
 };
 Handler selectInteger(IntOp op, Ty type);
 
 enum class Cmp : uint8_t {
-  Eq, Ne, Lt, Le, Gt, Ge, Lo, Ls, Hi, Hs,
-  Equ, Neu, Ltu, Leu, Gtu, Geu, Num, Nan,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Lo,
+  Ls,
+  Hi,
+  Hs,
+  Equ,
+  Neu,
+  Ltu,
+  Leu,
+  Gtu,
+  Geu,
+  Num,
+  Nan,
 };
 enum class BoolOp : uint8_t { None, And, Or, Xor };
 /// setp.cmp[.bool].type: mode = Cmp, mode2 = BoolOp (integer and float).
@@ -44,34 +93,69 @@ Handler selectPredLogic(IntOp op);
 /// d[0..n) <- s[0]); `size` is the element's bits.
 Handler selectPack(bool pack);
 
-//===- PtxFloatOps.cpp -----------------------------------------------------===//
+//===- PtxFloatOps.cpp
+//-----------------------------------------------------===//
 
 enum class FloatOp : uint8_t {
-  Add, Sub, Mul, Fma, Div, Rcp, Sqrt, Min, Max, Abs, Neg, Copysign, Testp,
-  ApproxEx2, ApproxLg2, ApproxRcp, ApproxSqrt, ApproxRsqrt, ApproxSin,
-  ApproxCos, ApproxTanh, ApproxDiv, FullDiv,
+  Add,
+  Sub,
+  Mul,
+  Fma,
+  Div,
+  Rcp,
+  Sqrt,
+  Min,
+  Max,
+  Abs,
+  Neg,
+  Copysign,
+  Testp,
+  ApproxEx2,
+  ApproxLg2,
+  ApproxRcp,
+  ApproxSqrt,
+  ApproxRsqrt,
+  ApproxSin,
+  ApproxCos,
+  ApproxTanh,
+  ApproxDiv,
+  FullDiv,
 };
 /// With in.type, rnd, ftz, sat (and mode: testp's finite, infinite,
 /// number, notanumber, normal, subnormal) already decoded.
 Handler selectFloat(FloatOp op, const Inst &in);
 
-//===- PtxConvertOps.cpp ---------------------------------------------------===//
+//===- PtxConvertOps.cpp
+//---------------------------------------------------===//
 
 /// cvt with in.type = destination, in.type2 = source (and in.rnd, ftz,
 /// sat, flag = relu, mode = 1 for .satfinite).
 Handler selectConvert(const Inst &in);
 
-//===- PtxMemoryOps.cpp ----------------------------------------------------===//
+//===- PtxMemoryOps.cpp
+//----------------------------------------------------===//
 
 Handler selectLoad();
 Handler selectStore();
 /// atom/red: mode = AtomOp, type = the operation's type.
-enum class AtomOp : uint8_t { And, Or, Xor, Cas, Exch, Add, Inc, Dec, Min, Max };
+enum class AtomOp : uint8_t {
+  And,
+  Or,
+  Xor,
+  Cas,
+  Exch,
+  Add,
+  Inc,
+  Dec,
+  Min,
+  Max
+};
 Handler selectAtomic(AtomOp op, Ty type);
 /// cvta{.to}.space: flag = `.to`, space = the state space.
 Handler selectCvta();
 
-//===- PtxWarpOps.cpp ------------------------------------------------------===//
+//===- PtxWarpOps.cpp
+//------------------------------------------------------===//
 
 enum class ShflMode : uint8_t { Up, Down, Bfly, Idx };
 enum class VoteMode : uint8_t { All, Any, Uni, Ballot };

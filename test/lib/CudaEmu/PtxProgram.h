@@ -1,8 +1,9 @@
-//===- PtxProgram.h - predecoded PTX: the executor's internal form -*- C++ -*-===//
+//===- PtxProgram.h - predecoded PTX, the executor's form -------*- C++ -*-===//
 //
-// What the parser (PtxParser.cpp, PtxDecoder.cpp) makes of a module's PTX and
-// the executor (PtxExecutor.cpp) runs: per kernel, a flat array of
-// instructions whose operands are resolved to register slots, each with the
+// What the parser (PtxParser.cpp, PtxScanner.cpp, PtxOperands.cpp,
+// PtxDecoder.cpp, PtxDecodeArithmetic.cpp) makes of a module's PTX and the
+// executor (PtxExecutor.cpp, PtxScheduler.cpp) runs: per kernel, a flat array
+// of instructions whose operands are resolved to register slots, each with the
 // handler that executes it for the active lanes of one warp.
 //
 // Registers: every value register (of any width up to 64 bits) is one
@@ -131,14 +132,32 @@ struct Inst {
 /// What a constant slot holds when a warp starts.
 struct ConstSlot {
   enum Kind : uint8_t {
-    Value,        // `value`, every lane
-    TidX, TidY, TidZ,
-    NtidX, NtidY, NtidZ,
-    CtaidX, CtaidY, CtaidZ,
-    NctaidX, NctaidY, NctaidZ,
-    LaneId, WarpId, NWarpId, SmId, NSmId, GridId,
-    LanemaskEq, LanemaskLe, LanemaskLt, LanemaskGe, LanemaskGt,
-    DynamicSmemSize, TotalSmemSize,
+    Value, // `value`, every lane
+    TidX,
+    TidY,
+    TidZ,
+    NtidX,
+    NtidY,
+    NtidZ,
+    CtaidX,
+    CtaidY,
+    CtaidZ,
+    NctaidX,
+    NctaidY,
+    NctaidZ,
+    LaneId,
+    WarpId,
+    NWarpId,
+    SmId,
+    NSmId,
+    GridId,
+    LanemaskEq,
+    LanemaskLe,
+    LanemaskLt,
+    LanemaskGe,
+    LanemaskGt,
+    DynamicSmemSize,
+    TotalSmemSize,
     DynamicSharedBase, // shared-space address of the .extern .shared window
   } kind = Value;
   uint32_t slot = 0;

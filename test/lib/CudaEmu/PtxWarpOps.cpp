@@ -1,6 +1,6 @@
 //===- PtxWarpOps.cpp - shfl.sync, vote.sync, bar.warp.sync, activemask ---===//
 //
-// The scheduler (PtxExecutor.cpp) runs a warp-synchronous instruction only
+// The scheduler (PtxScheduler.cpp) runs a warp-synchronous instruction only
 // for lanes whose member mask names no lane that has not arrived at it, so
 // a handler sees the lanes that execute it together. Reading a lane that
 // does not take part (not executing the instruction with it, or not in the
@@ -18,8 +18,8 @@ using namespace kpool::emu::ptx;
 namespace {
 
 void shfl(Launch &L, Warp &w, const Inst &in, uint32_t lanes) {
-  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]),
-                 *c = w.reg(in.s[2]), *mask = w.reg(in.s[3]);
+  const uint64_t *a = w.reg(in.s[0]), *b = w.reg(in.s[1]), *c = w.reg(in.s[2]),
+                 *mask = w.reg(in.s[3]);
   uint32_t tmp[32], p = 0, strayLane = 32, strayFrom = 0;
   forLanes(lanes, [&](uint32_t l) {
     uint32_t bval = uint32_t(b[l]) & 31, cval = uint32_t(c[l]) & 31;
@@ -49,7 +49,8 @@ void shfl(Launch &L, Warp &w, const Inst &in, uint32_t lanes) {
     if (!pval)
       j = l;
     uint32_t src = uint32_t(j);
-    if (src != l && (!((lanes >> src) & 1) || !((uint32_t(mask[l]) >> src) & 1)) &&
+    if (src != l &&
+        (!((lanes >> src) & 1) || !((uint32_t(mask[l]) >> src) & 1)) &&
         strayLane == 32) {
       strayLane = l;
       strayFrom = src;
@@ -82,9 +83,9 @@ void vote(Launch &, Warp &w, const Inst &in, uint32_t lanes) {
   uint32_t r = 0;
   forLanes(lanes, [&](uint32_t l) {
     uint32_t s = uint32_t(mask[l]) & live;
-    bool v = mode == VoteMode::All ? (a & s) == s
-           : mode == VoteMode::Any ? (a & s) != 0
-                                   : ((a & s) == s || (a & s) == 0);
+    bool v = mode == VoteMode::All   ? (a & s) == s
+             : mode == VoteMode::Any ? (a & s) != 0
+                                     : ((a & s) == s || (a & s) == 0);
     r |= uint32_t(v) << l;
   });
   setPred(w.preds[in.d[0] & ~kPredBit], lanes, r);

@@ -39,7 +39,7 @@ struct Checker {
     if (t / L.threadsPerBlock != L.blockLinear)
       return false; // no barrier orders threads of different blocks
     if (r.epoch != uint16_t(L.blockEpoch))
-      return true;  // a bar.sync was released since
+      return true; // a bar.sync was released since
     uint32_t inBlock = uint32_t(t % L.threadsPerBlock);
     if (inBlock / 32 != w.index)
       return false;
@@ -56,9 +56,8 @@ struct Checker {
 } // namespace
 
 void kpool::emu::ptx::checkAccess(Launch &L, Warp &w, uint32_t lane,
-                                  const Inst &in, bool shared,
-                                  uint64_t address, uint32_t bytes,
-                                  AccessKind kind) {
+                                  const Inst &in, bool shared, uint64_t address,
+                                  uint32_t bytes, AccessKind kind) {
   Checker c{L, w, lane, uint32_t(L.globalThread(w, lane)) + 1};
   AccessRecord rec;
   rec.thread = c.me;
@@ -73,9 +72,12 @@ void kpool::emu::ptx::checkAccess(Launch &L, Warp &w, uint32_t lane,
   AccessRecord other;
   bool uninitialized = false, stale = false;
   AccessRecord staleWriter;
+  // Accesses are aligned to their size (<= 16 bytes), so they never cross
+  // a shadow page: one lookup for all their bytes.
+  ShadowCell *cells = shared ? L.sanitizer.sharedCell(uint32_t(address))
+                             : L.sanitizer.globalCell(address);
   for (uint32_t i = 0; i < bytes; ++i) {
-    ShadowCell *cell = shared ? L.sanitizer.sharedCell(uint32_t(address + i))
-                              : L.sanitizer.globalCell(address + i);
+    ShadowCell *cell = cells + i;
     if (shared) {
       // Records of an earlier block describe another block's memory.
       auto fromOtherBlock = [&](const AccessRecord &r) {
@@ -111,19 +113,21 @@ void kpool::emu::ptx::checkAccess(Launch &L, Warp &w, uint32_t lane,
       cell->reader = AccessRecord();
     }
   }
+  if (!hazard && !uninitialized && !(stale && race))
+    return;
   const char *space = shared ? "shared" : "global";
   std::string where = shared ? "shared address " + formatAddress(address)
                              : formatAddress(address);
   if (hazard) {
-    bool otherWrote = !(std::string(hazard).find("after-read") !=
-                        std::string::npos);
+    bool otherWrote =
+        !(std::string(hazard).find("after-read") != std::string::npos);
     L.report(Finding::Kind::Racecheck, false, &w, lane, &in,
              std::string(hazard) + " hazard on " + space + " memory at " +
-                 where + " (" + std::to_string(bytes) + " bytes): " +
-                 L.describeThread(other.thread - 1) + " " +
-                 (otherWrote ? (other.atomic ? "updated it atomically"
-                                             : "wrote it")
-                             : "read it") +
+                 where + " (" + std::to_string(bytes) +
+                 " bytes): " + L.describeThread(other.thread - 1) + " " +
+                 (otherWrote
+                      ? (other.atomic ? "updated it atomically" : "wrote it")
+                      : "read it") +
                  " at PTX line " + std::to_string(other.line) +
                  " with no barrier or atomic between the two");
   }
@@ -133,9 +137,8 @@ void kpool::emu::ptx::checkAccess(Launch &L, Warp &w, uint32_t lane,
                  std::to_string(bytes) + " bytes)");
   if (stale && race)
     L.report(Finding::Kind::Racecheck, false, &w, lane, &in,
-             "ld.global.nc of " + where +
-                 ", which this launch writes (" +
-                 L.describeThread(staleWriter.thread - 1) +
-                 " at PTX line " + std::to_string(staleWriter.line) +
+             "ld.global.nc of " + where + ", which this launch writes (" +
+                 L.describeThread(staleWriter.thread - 1) + " at PTX line " +
+                 std::to_string(staleWriter.line) +
                  "): the non-coherent path may return stale data");
 }

@@ -67,9 +67,8 @@ private:
 /// non-coherent path of data the launch writes) for one lane's access of
 /// `bytes` at `address` (a host address for global memory, an offset for
 /// shared memory). Reports through the launch.
-void checkAccess(Launch &L, Warp &w, uint32_t lane, const Inst &in,
-                 bool shared, uint64_t address, uint32_t bytes,
-                 AccessKind kind);
+void checkAccess(Launch &L, Warp &w, uint32_t lane, const Inst &in, bool shared,
+                 uint64_t address, uint32_t bytes, AccessKind kind);
 
 } // namespace kpool::emu::ptx
 
