@@ -433,8 +433,13 @@ int main(int argc, char **argv) {
       cpuFeatures = f.getString();
     }
   }
+  // Module constructors (the CUDA target loads its GPU modules in them) go
+  // to .init_array: lld keeps a legacy .ctors section apart, where glibc
+  // never runs it.
+  TargetOptions targetOptions;
+  targetOptions.UseInitArray = true;
   std::unique_ptr<TargetMachine> machine(llvmTarget->createTargetMachine(
-      triple, cpu, cpuFeatures, TargetOptions(), Reloc::PIC_, std::nullopt,
+      triple, cpu, cpuFeatures, targetOptions, Reloc::PIC_, std::nullopt,
       CodeGenOptLevel::Aggressive));
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);
