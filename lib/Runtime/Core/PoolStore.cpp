@@ -111,11 +111,12 @@ Status PoolStoreImpl::step(const View &k, const View &gate,
   // Pools complete in id order: the ring's pool first, then compress's.
   for (size_t b = 0; b < batch; ++b) {
     std::vector<uint8_t> &pools = store[slots[b]];
+    const uint8_t *closedRow = s.closedRows.data.get() + b * rowBytes;
     if (s.closed[b] >= 0)
-      pools.insert(pools.end(), &s.closedRows[b * rowBytes],
-                   &s.closedRows[b * rowBytes] + rowBytes);
-    pools.insert(pools.end(), s.pooled.data() + int64_t(s.pro[b]) * rowBytes,
-                 s.pooled.data() + int64_t(s.pro[b + 1]) * rowBytes);
+      pools.insert(pools.end(), closedRow, closedRow + rowBytes);
+    const uint8_t *pooled = s.pooled.data.get();
+    pools.insert(pools.end(), pooled + int64_t(s.pro[b]) * rowBytes,
+                 pooled + int64_t(s.pro[b + 1]) * rowBytes);
     if (produced)
       core.ledger.produced(slots[b], s.tokens(b), *produced);
   }

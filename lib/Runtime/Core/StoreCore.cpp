@@ -116,18 +116,19 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
   for (int64_t b = 0; b < batch; ++b)
     capacity += std::clamp<int64_t>(s.tokens(b), 0, kRows) / c.kpool + 1;
   s.capacity = std::min(capacity, kRows / c.kpool + batch);
-  s.closedRows.resize(batch * rowBytes);
-  s.pooled.resize(s.capacity * rowBytes);
 
   s.iroView = denseView(s.iro.data(), {batch + 1});
   s.slotView = denseView(s.slots.data(), {batch});
   s.cacheView = denseView(s.cache.data(), {batch});
   s.proView = denseView(s.pro.data(), {batch + 1});
   s.closedView = denseView(s.closed.data(), {batch});
-  s.closedRowsView = denseView(s.closedRows.data(), {batch, c.headDim});
-  s.pooledView = denseView(s.pooled.data(), {s.capacity, c.headDim});
   s.apeView = denseView(ape.data(), {c.kpool, c.headDim});
   s.ringView = ringView();
+  // Validation reads shapes and metadata, never the outputs' data: it runs
+  // on views of a placeholder, before the outputs are allocated.
+  static uint8_t placeholder[16];
+  s.closedRowsView = denseView(placeholder, {batch, c.headDim});
+  s.pooledView = denseView(placeholder, {s.capacity, c.headDim});
   // The one check both stores make before anything changes (the paged
   // store before it takes pages): the fused step's host validation.
   if (Status st = kernelSet->checkStep(
@@ -136,5 +137,23 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
           s.numRequests);
       !st.ok())
     return st;
-  return ledger.checkGrowth(iro, slots);
+  if (Status st = ledger.checkGrowth(iro, slots); !st.ok())
+    return st;
+  size_t closedBytes = size_t(batch * rowBytes),
+         pooledBytes = size_t(s.capacity * rowBytes);
+  if (!s.closedRows.reserve(closedBytes) || !s.pooled.reserve(pooledBytes))
+    return Status::error("step: out of memory (" +
+                         std::to_string(closedBytes + pooledBytes) +
+                         " bytes for the step's pooled rows)");
+  s.closedRowsView.data = s.closedRows.data.get();
+  s.pooledView.data = s.pooled.data.get();
+  return Status();
+}
+
+bool StoreCore::Scratch::reserve(size_t bytes) {
+  if (bytes <= size)
+    return true;
+  data.reset(static_cast<uint8_t *>(std::malloc(bytes)));
+  size = data ? bytes : 0;
+  return bool(data);
 }

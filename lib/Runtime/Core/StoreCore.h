@@ -54,12 +54,23 @@ public:
   /// Frees the ring, the ledger and the scratch (close()).
   void release();
 
+  struct FreeDeleter {
+    void operator()(uint8_t *p) const { std::free(p); }
+  };
+  /// Uninitialized bytes that only grow (the kernels write what is read).
+  struct Scratch {
+    std::unique_ptr<uint8_t[], FreeDeleter> data;
+    size_t size = 0;
+    /// False when the allocation fails.
+    bool reserve(size_t bytes);
+  };
+
   /// The operands of one step, kept across steps so that a warm store
   /// allocates little.
   struct Step {
     std::vector<uint32_t> iro, slots, cache, pro;
     std::vector<int32_t> closed;
-    std::vector<uint8_t> closedRows, pooled;
+    Scratch closedRows, pooled;
     int64_t capacity = 0;
     View iroView, slotView, cacheView, proView, closedView, closedRowsView,
         pooledView, apeView, ringView;
@@ -71,7 +82,9 @@ public:
   /// Builds `step` for a call and checks it, changing nothing: the
   /// kernels' validation of the fused step on these operands (shapes, then
   /// request by request: rows, slots, duplicates; messages naming the
-  /// request and the field), then the lengths (SlotLedger::checkGrowth).
+  /// request and the field), then the lengths (SlotLedger::checkGrowth);
+  /// only then allocates the outputs (a call refused for its size
+  /// allocates nothing for it).
   Status prepareStep(const View &k, const View &gate,
                      const std::vector<uint32_t> &inputRowOffsets,
                      const std::vector<uint32_t> &slots, Step &step);
@@ -80,9 +93,6 @@ public:
   KernelConfig config;
   int64_t maxSlots = 0, window = 0, rowBytes = 0;
   std::vector<float> ape;
-  struct FreeDeleter {
-    void operator()(uint8_t *p) const { std::free(p); }
-  };
   /// calloc'ed: zero pages are mapped lazily, and a failure is a null
   /// pointer (reported), also under AddressSanitizer.
   std::unique_ptr<uint8_t[], FreeDeleter> ring;
