@@ -92,6 +92,38 @@ struct Tokens {
   }
 };
 
+/// One call's rows and metadata, built request by request from token
+/// streams.
+struct Call {
+  int64_t rowBytes;
+  std::vector<uint8_t> k, g;
+  std::vector<uint32_t> iro = {0}, slots;
+  explicit Call(int64_t rowBytes) : rowBytes(rowBytes) {}
+  void add(uint32_t slot, const uint8_t *keys, const uint8_t *gates,
+           int64_t n) {
+    k.insert(k.end(), keys, keys + n * rowBytes);
+    g.insert(g.end(), gates, gates + n * rowBytes);
+    iro.push_back(iro.back() + uint32_t(n));
+    slots.push_back(slot);
+  }
+  void add(uint32_t slot, const Tokens &t, int64_t from, int64_t n) {
+    add(slot, t.k.data() + from * rowBytes, t.g.data() + from * rowBytes, n);
+  }
+  View kView(int64_t D) {
+    k.reserve(k.size() + size_t(rowBytes));
+    return denseView(k.data(), {int64_t(k.size()) / rowBytes, D});
+  }
+  View gView(int64_t D) {
+    g.reserve(g.size() + size_t(rowBytes));
+    return denseView(g.data(), {int64_t(g.size()) / rowBytes, D});
+  }
+  template <typename Store>
+  Status run(Store &store, int64_t D,
+             std::vector<ProducedPool> *produced = nullptr) {
+    return store.step(kView(D), gView(D), iro, slots, produced);
+  }
+};
+
 /// The backend's one-shot compress of the first `n` tokens of `t`: n / K
 /// dense pools, row after row, in `pools`.
 inline Status oneShot(const KernelSet &ks, const std::vector<float> &ape,
