@@ -797,30 +797,41 @@ private:
 // Threads racing on one slot
 //===----------------------------------------------------------------------===//
 
-/// `threads` threads step slot `slot` with exactly K tokens at a time (so
-/// every step from a pool boundary completes one pool of its own tokens and
-/// its id says where they went), and race accept(slot, K) (keep all),
-/// accept(slot, 0) (drop the last step, whoever's), accept(slot, K + 1)
-/// (never valid) and reads. Afterwards the length is K times the pools and
-/// each pool is the compress of one of the steps that reported its id.
+/// `threads` threads step slot `slot` with whole pools at a time (1 to 8
+/// pools of K tokens, from a pool boundary: every step completes its own
+/// pools, and their ids say where its tokens went), all starting together,
+/// and race accept(slot, 0) (drop the last step, whoever's), accept(slot,
+/// K) (keep its first pool), accept(slot, 9K) (never valid) and reads.
+/// Afterwards the length is K times the pools, and each pool is the
+/// compress of the matching tokens of one of the steps that reported its
+/// id (a dropped pool is produced again by a later step).
 template <typename Store>
 void race(Store &store, Env &e, uint32_t slot, int threads, int64_t steps,
           Counts &counts, const std::string &where) {
-  std::vector<std::vector<std::pair<int64_t, Tokens>>> done(
-      static_cast<size_t>(threads));
+  struct Done {
+    int64_t first;
+    Tokens tokens;
+  };
+  std::vector<std::vector<Done>> done(static_cast<size_t>(threads));
   std::vector<Counts> perThread(static_cast<size_t>(threads));
   std::vector<std::thread> pool;
+  // All threads start together, so that their steps overlap.
+  std::atomic<int> ready{0};
   for (int i = 0; i < threads; ++i)
     pool.emplace_back([&, i] {
       Rng rng(uint64_t(9000 + i));
       Counts &n = perThread[size_t(i)];
+      ++ready;
+      while (ready < threads)
+        std::this_thread::yield();
       for (int64_t s = 0; s < steps && failures == 0; ++s) {
+        int64_t count = e.K * rng.range(1, 8);
         Tokens tok;
         tok.rowBytes = e.rowBytes;
-        tok.k = randomRows(rng, e.c.elementType, e.D, e.K, 4);
-        tok.g = randomRows(rng, e.c.elementType, e.D, e.K, 10);
+        tok.k = randomRows(rng, e.c.elementType, e.D, count, 4);
+        tok.g = randomRows(rng, e.c.elementType, e.D, count, 10);
         Call call(e.rowBytes);
-        call.add(slot, tok, 0, e.K);
+        call.add(slot, tok, 0, count);
         std::vector<ProducedPool> produced;
         Status st = call.run(store, e.D, &produced);
         ++n.raceSteps;
@@ -831,26 +842,31 @@ void race(Store &store, Env &e, uint32_t slot, int threads, int64_t steps,
           fail(where, "race step: " + st.message());
           return;
         }
-        if (produced.size() != 1 || produced[0].slot != slot ||
-            produced[0].fromRing) {
-          fail(where, "a race step of K tokens did not report exactly one "
-                      "pool of its own");
+        bool own = int64_t(produced.size()) == count / e.K;
+        for (size_t j = 0; own && j < produced.size(); ++j)
+          own = produced[j].slot == slot && !produced[j].fromRing &&
+                produced[j].pool == produced[0].pool + int64_t(j);
+        if (!own) {
+          fail(where, "a race step of whole pools from a pool boundary did "
+                      "not report exactly its own pools");
           return;
         }
         done[size_t(i)].push_back({produced[0].pool, std::move(tok)});
-        int64_t before = store.tokens(slot);
         int64_t r = rng.range(0, 9);
         ++n.raceAccepts;
-        if (r < 3) {
+        if (r < 2) {
+          if (Status a = store.accept(slot, 0); !a.ok())
+            fail(where, "race accept(slot, 0): " + a.message());
+        } else if (r < 4) {
+          // Every step brings at least K tokens; before the first one the
+          // slot holds none.
+          int64_t before = store.tokens(slot);
           Status a = store.accept(slot, e.K);
           if (!a.ok() && before != 0)
             fail(where, "race accept(slot, K): " + a.message());
-        } else if (r < 5) {
-          if (Status a = store.accept(slot, 0); !a.ok())
-            fail(where, "race accept(slot, 0): " + a.message());
-        } else if (r < 7) {
-          if (store.accept(slot, e.K + 1).ok())
-            fail(where, "race accept(slot, K + 1) succeeded");
+        } else if (r < 6) {
+          if (store.accept(slot, 9 * e.K).ok())
+            fail(where, "race accept(slot, 9K) succeeded");
         } else {
           --n.raceAccepts;
           SlotInfo info;
@@ -872,10 +888,12 @@ void race(Store &store, Env &e, uint32_t slot, int threads, int64_t steps,
     fail(where, "the raced slot's length is not a multiple of K");
     return;
   }
-  std::map<int64_t, std::vector<const Tokens *>> candidates;
+  std::map<int64_t, std::vector<std::pair<const Tokens *, int64_t>>>
+      candidates;
   for (auto &list : done)
-    for (auto &[id, tok] : list)
-      candidates[id].push_back(&tok);
+    for (Done &d : list)
+      for (int64_t j = 0; j < d.tokens.size() / e.K; ++j)
+        candidates[d.first + j].push_back({&d.tokens, j});
   for (int64_t p = 0; p < length / e.K && failures == 0; ++p) {
     auto it = candidates.find(p);
     if (it == candidates.end()) {
@@ -883,9 +901,13 @@ void race(Store &store, Env &e, uint32_t slot, int threads, int64_t steps,
       return;
     }
     bool found = false;
-    for (const Tokens *tok : it->second) {
+    for (auto [tok, j] : it->second) {
+      Tokens members;
+      members.rowBytes = e.rowBytes;
+      members.append(&tok->k[size_t(j * e.K * e.rowBytes)],
+                     &tok->g[size_t(j * e.K * e.rowBytes)], e.K);
       std::vector<uint8_t> dense;
-      (void)oneShot(*e.ks, e.ape, *tok, e.K, dense);
+      (void)oneShot(*e.ks, e.ape, members, e.K, dense);
       if constexpr (isPaged<Store>()) {
         Entry got;
         (void)storedEntry(store, slot, p, got);
@@ -1060,11 +1082,11 @@ Counts runStore(std::shared_ptr<KernelSet> ks, const std::string &name,
        ++round) {
     const int64_t perThread =
         std::min<int64_t>((steps - done + threads - 1) / threads, 1000);
-    const int64_t raceSteps = 50;
+    const int64_t raceSteps = 100;
     Env e;
     makeEnv(e, ks, rng, 2 * threads + 1, /*plentyOfPages=*/true);
     // Room for the raced slot's pools too.
-    e.options.numPages += threads * raceSteps / e.options.pageSize + 1;
+    e.options.numPages += 8 * threads * raceSteps / e.options.pageSize + 1;
     if (!e.buffer.empty()) {
       int64_t stride =
           e.options.pageStride ? e.options.pageStride : e.pageBytes;
@@ -1094,8 +1116,14 @@ Counts runStore(std::shared_ptr<KernelSet> ks, const std::string &name,
           rng.next(), true, nullptr,
           where + ", thread " + std::to_string(i)));
     std::vector<std::thread> pool;
+    std::atomic<int> ready{0};
     for (auto &d : drivers)
-      pool.emplace_back([&d, perThread] { d->run(perThread); });
+      pool.emplace_back([&d, &ready, perThread, threads] {
+        ++ready;
+        while (ready < threads)
+          std::this_thread::yield();
+        d->run(perThread);
+      });
     for (std::thread &t : pool)
       t.join();
     for (auto &d : drivers) {

@@ -725,9 +725,13 @@ void ownersOnOneStore(Store &store, Test &t, const std::vector<float> &ape,
   std::vector<std::string> errors(static_cast<size_t>(threads));
   std::vector<std::vector<Tokens>> kept(static_cast<size_t>(threads));
   std::vector<std::thread> pool;
+  std::atomic<int> ready{0};
   for (int i = 0; i < threads; ++i)
     pool.emplace_back([&, i] {
       Rng rng(100 + i);
+      ++ready;
+      while (ready < threads)
+        std::this_thread::yield();
       uint32_t mine[2] = {uint32_t(2 * i), uint32_t(2 * i + 1)};
       std::vector<Tokens> &streams = kept[size_t(i)];
       streams = {randomTokens(rng, c, 0), randomTokens(rng, c, 0)};
@@ -809,10 +813,15 @@ void raceOnOneSlot(Store &store, Test &t, const std::vector<float> &ape,
   // Per thread, per step: the tokens and the pool id the step returned.
   std::vector<std::vector<std::pair<Tokens, int64_t>>> done(static_cast<size_t>(threads));
   std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i)
     pool.emplace_back([&, i] {
       Rng rng(200 + i);
+      // All threads start together, so that their steps overlap.
+      ++ready;
+      while (ready < threads)
+        std::this_thread::yield();
       for (int s = 0; s < steps; ++s) {
         Tokens tok = randomTokens(rng, c, K);
         Call call(tok.rowBytes);
