@@ -57,8 +57,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <type_traits>
@@ -101,16 +101,15 @@ struct Counts {
   }
   std::string text() const {
     char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "%" PRId64 " steps (%" PRId64 " refused for pages), %" PRId64
-                  " tokens, %" PRId64 " accepts (%" PRId64 " chained, %" PRId64
-                  " rejected), %" PRId64 " resets, %" PRId64
-                  " misuse calls, %" PRId64 " full checks, %" PRId64
-                  " pools checked, %" PRId64 " race steps, %" PRId64
-                  " race accepts",
-                  steps, stepsRefused, tokens, accepts, chained,
-                  acceptsRejected, resets, misuse, fullChecks, pools,
-                  raceSteps, raceAccepts);
+    std::snprintf(
+        buf, sizeof buf,
+        "%" PRId64 " steps (%" PRId64 " refused for pages), %" PRId64
+        " tokens, %" PRId64 " accepts (%" PRId64 " chained, %" PRId64
+        " rejected), %" PRId64 " resets, %" PRId64 " misuse calls, %" PRId64
+        " full checks, %" PRId64 " pools checked, %" PRId64
+        " race steps, %" PRId64 " race accepts",
+        steps, stepsRefused, tokens, accepts, chained, acceptsRejected, resets,
+        misuse, fullChecks, pools, raceSteps, raceAccepts);
     return buf;
   }
 };
@@ -200,8 +199,7 @@ public:
       else if (r < 82) {
         uint32_t slot = pick();
         accept(slot, rng.range(-1, held(slot) + 2), false);
-      }
-      else if (r < 86)
+      } else if (r < 86)
         reset(pick());
       else
         misuse();
@@ -219,7 +217,9 @@ public:
 
 private:
   bool ok() const { return failures == 0; }
-  uint32_t pick() { return mine[size_t(rng.range(0, int64_t(mine.size()) - 1))]; }
+  uint32_t pick() {
+    return mine[size_t(rng.range(0, int64_t(mine.size()) - 1))];
+  }
   int64_t held(uint32_t s) const { return slots[s].L - slots[s].begin; }
   void failure(const std::string &what) { fail(where, what); }
 
@@ -476,13 +476,12 @@ private:
   bool accept(uint32_t slot, int64_t a, bool chained) {
     SlotModel &m = slots[slot];
     ++counts.accepts;
-    std::string what = std::string(chained ? "a chained " : "an ") +
-                       "accept(" + std::to_string(slot) + ", " +
-                       std::to_string(a) + ") after a step bringing [" +
-                       std::to_string(m.begin) + ", " + std::to_string(m.end) +
-                       ") (length " + std::to_string(m.L) + ", R " +
-                       std::to_string(e.R) + ", K " + std::to_string(e.K) +
-                       ")";
+    std::string what = std::string(chained ? "a chained " : "an ") + "accept(" +
+                       std::to_string(slot) + ", " + std::to_string(a) +
+                       ") after a step bringing [" + std::to_string(m.begin) +
+                       ", " + std::to_string(m.end) + ") (length " +
+                       std::to_string(m.L) + ", R " + std::to_string(e.R) +
+                       ", K " + std::to_string(e.K) + ")";
     std::string slotName = "accept: slot " + std::to_string(slot) + ": ";
     int64_t h = held(slot);
     std::string expected;
@@ -603,9 +602,10 @@ private:
       uint32_t hi = uint32_t(n - rng.range(1, n));
       bad.iro[2] = hi;
       what = "reversed rows";
-      expected = "step: request 1: input_row_offsets[2] = " +
-                 std::to_string(hi) + " is below input_row_offsets[1] = " +
-                 std::to_string(n) + " (rows reversed)";
+      expected =
+          "step: request 1: input_row_offsets[2] = " + std::to_string(hi) +
+          " is below input_row_offsets[1] = " + std::to_string(n) +
+          " (rows reversed)";
       st = bad.run(store, e.D);
       break;
     }
@@ -691,8 +691,8 @@ private:
       uint32_t slot = pick();
       int64_t h = held(slot);
       what = "accept past the held tokens";
-      expected = "accept: slot " + std::to_string(slot) + ": accepted = " +
-                 std::to_string(h + 1) + " is outside [0, " +
+      expected = "accept: slot " + std::to_string(slot) +
+                 ": accepted = " + std::to_string(h + 1) + " is outside [0, " +
                  std::to_string(h) + "]";
       st = store.accept(slot, h + 1);
       break;
@@ -717,8 +717,9 @@ private:
       Status s = storedEntry(store, slot, p, got);
       if (!s.ok() || !(got == want))
         failure(what + ": slot " + std::to_string(slot) + " entry " +
-                std::to_string(p) + " differs from the formula on the dense "
-                                    "pool" +
+                std::to_string(p) +
+                " differs from the formula on the dense "
+                "pool" +
                 (s.ok() ? "" : " (" + s.message() + ")"));
     } else {
       const void *got = store.pool(slot, p);
@@ -741,9 +742,9 @@ private:
               std::to_string(info.tokens) + ", last step [" +
               std::to_string(info.stepBegin) + ", " +
               std::to_string(info.stepEnd) + "), " +
-              std::to_string(store.pools(slot)) + " pools; the model: " +
-              std::to_string(m.L) + ", [" + std::to_string(m.begin) + ", " +
-              std::to_string(m.end) + ")");
+              std::to_string(store.pools(slot)) +
+              " pools; the model: " + std::to_string(m.L) + ", [" +
+              std::to_string(m.begin) + ", " + std::to_string(m.end) + ")");
       return;
     }
     View ring = store.ring();
@@ -871,9 +872,8 @@ void race(Store &store, Env &e, uint32_t slot, int threads, int64_t steps,
           --n.raceAccepts;
           SlotInfo info;
           (void)store.slotInfo(slot, info);
-          if (info.tokens % e.K || info.stepEnd % e.K ||
-              info.stepBegin % e.K || info.tokens < info.stepBegin ||
-              info.tokens > info.stepEnd)
+          if (info.tokens % e.K || info.stepEnd % e.K || info.stepBegin % e.K ||
+              info.tokens < info.stepBegin || info.tokens > info.stepEnd)
             fail(where, "a torn slot state in the race");
         }
       }
@@ -888,8 +888,7 @@ void race(Store &store, Env &e, uint32_t slot, int threads, int64_t steps,
     fail(where, "the raced slot's length is not a multiple of K");
     return;
   }
-  std::map<int64_t, std::vector<std::pair<const Tokens *, int64_t>>>
-      candidates;
+  std::map<int64_t, std::vector<std::pair<const Tokens *, int64_t>>> candidates;
   for (auto &list : done)
     for (Done &d : list)
       for (int64_t j = 0; j < d.tokens.size() / e.K; ++j)
@@ -937,8 +936,8 @@ struct Config {
 /// A round's geometry: slots, window, pages (few enough that exhaustion
 /// happens single-threaded), a padded page stride, a shuffled page order,
 /// the caller's buffer (canary) or the store's.
-void makeEnv(Env &e, std::shared_ptr<KernelSet> ks, Rng &rng,
-             int64_t maxSlots, bool plentyOfPages) {
+void makeEnv(Env &e, std::shared_ptr<KernelSet> ks, Rng &rng, int64_t maxSlots,
+             bool plentyOfPages) {
   e.ks = ks;
   e.c = ks->config();
   e.K = e.c.kpool;
@@ -959,10 +958,10 @@ void makeEnv(Env &e, std::shared_ptr<KernelSet> ks, Rng &rng,
   o.pageSize = std::vector<int64_t>{1, 2, 3, 4, 7}[size_t(rng.range(0, 4))];
   // The pages every slot needs at its cap (plus a verify step's pools).
   int64_t perSlot = (e.capLength / e.K + 8 + o.pageSize - 1) / o.pageSize;
-  o.numPages = plentyOfPages
-                   ? maxSlots * perSlot + 4
-                   : std::max<int64_t>(1, maxSlots * perSlot *
-                                              rng.range(20, 90) / 100);
+  o.numPages =
+      plentyOfPages
+          ? maxSlots * perSlot + 4
+          : std::max<int64_t>(1, maxSlots * perSlot * rng.range(20, 90) / 100);
   e.keysBytes = o.pageSize * e.D * e.entryBytes;
   e.pageBytes = e.keysBytes + (e.fp8 ? 4 * o.pageSize : 0);
   int64_t align = e.fp8 ? 4 : e.entryBytes;
@@ -1051,8 +1050,8 @@ Counts runStore(std::shared_ptr<KernelSet> ks, const std::string &name,
   for (int round = 0; done < steps && failures == 0; ++round) {
     Env e;
     makeEnv(e, ks, rng, rng.range(3, 6), /*plentyOfPages=*/false);
-    std::string where = name + " " + kind + " store, round " +
-                        std::to_string(round);
+    std::string where =
+        name + " " + kind + " store, round " + std::to_string(round);
     std::string error;
     auto store = makeStore<Store>(e, error);
     if (!store) {
@@ -1078,8 +1077,7 @@ Counts runStore(std::shared_ptr<KernelSet> ks, const std::string &name,
   // Threaded: rounds where each thread owns two slots, then races the
   // others on a fifth.
   done = 0;
-  for (int round = 0; threads > 0 && done < steps && failures == 0;
-       ++round) {
+  for (int round = 0; threads > 0 && done < steps && failures == 0; ++round) {
     const int64_t perThread =
         std::min<int64_t>((steps - done + threads - 1) / threads, 1000);
     const int64_t raceSteps = 100;
@@ -1113,8 +1111,7 @@ Counts runStore(std::shared_ptr<KernelSet> ks, const std::string &name,
       drivers.push_back(std::make_unique<Driver<Store>>(
           *store, e,
           std::vector<uint32_t>{uint32_t(2 * i), uint32_t(2 * i + 1)},
-          rng.next(), true, nullptr,
-          where + ", thread " + std::to_string(i)));
+          rng.next(), true, nullptr, where + ", thread " + std::to_string(i)));
     std::vector<std::thread> pool;
     std::atomic<int> ready{0};
     for (auto &d : drivers)
@@ -1163,17 +1160,24 @@ int main(int argc, char **argv) {
     }
   }
   std::vector<Config> configs = {
-      {KPOOL_BF16, 16, 4,
+      {KPOOL_BF16,
+       16,
+       4,
        {CacheEntry::FP8, CacheRotate::Hadamard, CacheScale::Absmax}},
-      {KPOOL_F32, 8, 3,
+      {KPOOL_F32,
+       8,
+       3,
        {CacheEntry::Element, CacheRotate::None, CacheScale::Absmax}},
   };
   if (all) {
+    configs.push_back({KPOOL_F16,
+                       32,
+                       5,
+                       {CacheEntry::FP8, CacheRotate::None, CacheScale::Pow2}});
     configs.push_back(
-        {KPOOL_F16, 32, 5,
-         {CacheEntry::FP8, CacheRotate::None, CacheScale::Pow2}});
-    configs.push_back(
-        {KPOOL_BF16, 16, 1,
+        {KPOOL_BF16,
+         16,
+         1,
          {CacheEntry::Element, CacheRotate::Hadamard, CacheScale::Absmax}});
   }
   auto start = std::chrono::steady_clock::now();
@@ -1189,23 +1193,22 @@ int main(int argc, char **argv) {
     std::string name = configName(ks->config());
     for (int paged = 0; paged < 2 && failures == 0; ++paged) {
       auto t0 = std::chrono::steady_clock::now();
-      Counts n = paged ? runStore<PagedPoolStore>(ks, name, seed * 100 + i * 2 + 1,
-                                                  steps, threads)
+      Counts n = paged ? runStore<PagedPoolStore>(
+                             ks, name, seed * 100 + i * 2 + 1, steps, threads)
                        : runStore<PoolStore>(ks, name, seed * 100 + i * 2,
                                              steps, threads);
-      double s = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count();
-      std::printf("%s: %s %s store: %s (%.1f s)\n",
-                  failures ? "FAIL" : "PASS", name.c_str(),
-                  paged ? "paged" : "pool", n.text().c_str(), s);
+      double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
+      std::printf("%s: %s %s store: %s (%.1f s)\n", failures ? "FAIL" : "PASS",
+                  name.c_str(), paged ? "paged" : "pool", n.text().c_str(), s);
       std::fflush(stdout);
       total.add(n);
     }
   }
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   std::printf("total: %s, %d threads, %.1f s\n", total.text().c_str(), threads,
               seconds);
   std::printf("%" PRId64 " failed\n", failures);

@@ -49,7 +49,8 @@ int passed = 0, failed = 0;
 /// One test's verdict: the first failure is kept.
 struct Test {
   std::string name, why;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
   explicit Test(std::string name) : name(std::move(name)) {}
   bool ok() const { return why.empty(); }
   bool check(bool cond, const std::string &what) {
@@ -72,9 +73,9 @@ struct Test {
     return check(s.ok(), what + ": " + s.message());
   }
   ~Test() {
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (ok()) {
       ++passed;
       std::printf("PASS: %s (%.1f s)\n", name.c_str(), seconds);
@@ -143,8 +144,8 @@ bool checkEntries(Test &t, const PagedPoolStore &s, uint32_t slot,
   for (int64_t p = 0; p < count; ++p) {
     Entry got, want = referenceEntry(c, &dense[size_t(p * tok.rowBytes)]);
     if (!t.succeeds(storedEntry(s, slot, p, got), "entry") ||
-        !t.check(got == want, "paged slot " + std::to_string(slot) +
-                                  " entry " + std::to_string(p) +
+        !t.check(got == want, "paged slot " + std::to_string(slot) + " entry " +
+                                  std::to_string(p) +
                                   " differs from the formula on one-shot "
                                   "compress"))
       return false;
@@ -160,8 +161,8 @@ bool checkEntries(Test &t, const PagedPoolStore &s, uint32_t slot,
 void pagedMatchesReference(ElementType type, CacheFormat f, int64_t D = 32,
                            int64_t K = 3) {
   Test t("paged store matches the reference: " +
-         std::string(elementTypeName(type)) + " D" + std::to_string(D) +
-         " K" + std::to_string(K) + " " + formatName(f));
+         std::string(elementTypeName(type)) + " D" + std::to_string(D) + " K" +
+         std::to_string(K) + " " + formatName(f));
   std::string error;
   const int64_t page = 4, numPages = 24, maxSlots = 6;
   auto ks = cacheKernels(type, D, K, f, error);
@@ -253,10 +254,10 @@ void pagedMatchesReference(ElementType type, CacheFormat f, int64_t D = 32,
   }
   // Nothing outside the entries changed (padding, unused rows, pages).
   for (size_t i = 0; i < buffer.size(); ++i)
-    if (!touched[i] && !t.check(buffer[i] == 0xA5,
-                                "byte " + std::to_string(i) +
-                                    " of the buffer outside every entry "
-                                    "changed"))
+    if (!touched[i] &&
+        !t.check(buffer[i] == 0xA5, "byte " + std::to_string(i) +
+                                        " of the buffer outside every entry "
+                                        "changed"))
       break;
 }
 
@@ -372,8 +373,8 @@ void pagedOutOfPages() {
 }
 
 /// test_paged_store_accept_errors, both stores (finding 8: the slot named).
-template <typename Store> void acceptErrors(Store &store, Test &t,
-                                           const Tokens &tok, int64_t D) {
+template <typename Store>
+void acceptErrors(Store &store, Test &t, const Tokens &tok, int64_t D) {
   Call call(tok.rowBytes);
   call.add(0, tok, 0, 6);
   t.succeeds(call.run(store, D), "step");
@@ -448,9 +449,8 @@ void chainedAccepts(Store &store, Test &t, const Tokens &tok,
              "4..4",
              window.c_str()},
             what + ": accept(0, 6) then accept(0, 3)");
-    t.check(snapshot(store) == before,
-            what + ": the rejected accept changed " +
-                snapshot(store).diff(before));
+    t.check(snapshot(store) == before, what + ": the rejected accept changed " +
+                                           snapshot(store).diff(before));
   } else {
     t.succeeds(store.accept(0, 3), what + ": accept(0, 3)");
     length = 5;
@@ -489,8 +489,8 @@ void findingChainedAccepts() {
     bool reject;
     int64_t needed;
   };
-  for (Case c : {Case{4, 10, true, 6}, Case{6, 12, true, 8},
-                 Case{6, 10, false, 0}}) {
+  for (Case c :
+       {Case{4, 10, true, 6}, Case{6, 12, true, 8}, Case{6, 10, false, 0}}) {
     PagedPoolStoreOptions o;
     o.maxSlots = 2;
     o.pageSize = 2;
@@ -662,7 +662,8 @@ void findingMessages() {
     Call call(tok.rowBytes);
     call.add(3, tok, 0, 1);
     call.add(3, tok, 1, 1);
-    both(call, {"step: request 1: slot_idx[1] = 3 is also the slot of request 0"},
+    both(call,
+         {"step: request 1: slot_idx[1] = 3 is also the slot of request 0"},
          "a slot twice");
   }
   {
@@ -696,7 +697,7 @@ void findingMessages() {
   std::vector<uint8_t> tail(4 * 2 * K * tok.rowBytes);
   std::vector<int32_t> closed(3);
   std::vector<uint32_t> pro(4), iro = {0, 4, 12, 20}, cache = {0, 0, 0},
-                        slotIdx = {0, 1, 2};
+                                slotIdx = {0, 1, 2};
   std::vector<float> a = ape;
   Status s = ks->step(
       denseView(closedRows.data(), {3, D}), denseView(closed.data(), {3}),
@@ -811,7 +812,8 @@ void raceOnOneSlot(Store &store, Test &t, const std::vector<float> &ape,
   const int64_t D = c.headDim, K = c.kpool;
   std::vector<std::string> errors(static_cast<size_t>(threads + 1));
   // Per thread, per step: the tokens and the pool id the step returned.
-  std::vector<std::vector<std::pair<Tokens, int64_t>>> done(static_cast<size_t>(threads));
+  std::vector<std::vector<std::pair<Tokens, int64_t>>> done(
+      static_cast<size_t>(threads));
   std::atomic<bool> stop{false};
   std::atomic<int> ready{0};
   std::vector<std::thread> pool;
@@ -1034,7 +1036,9 @@ void pagedOptions() {
   bad(with([](auto &x) { x.pageStride = 82; }),
       "paged pool store: page_stride 82 and the page's 64 entry bytes must be "
       "multiples of 4 (the scales' alignment)");
-  bad(with([](auto &x) { x.pageOrder = {0, 1, 2}; }),
+  bad(with([](auto &x) {
+        x.pageOrder = {0, 1, 2};
+      }),
       "paged pool store: page_order must be a permutation of the 8 page ids, "
       "got 3 entries");
   bad(with([](auto &x) { x.pageOrder = {0, 1, 2, 3, 4, 5, 6, 8}; }),
@@ -1047,9 +1051,9 @@ void pagedOptions() {
   plainConfig.cache = CacheFormat();
   auto plain = std::make_shared<KernelSet>(plainConfig, KernelBackend());
   bad(o,
-        "paged pool store: the kernel set has no pool-cache kernels: create "
-        "it with a cache format (KernelConfig::cache)",
-        plain);
+      "paged pool store: the kernel set has no pool-cache kernels: create "
+      "it with a cache format (KernelConfig::cache)",
+      plain);
   Status st;
   t.check(!PagedPoolStore::create(ks, nullptr, o, st), "a null ape");
   t.fails(st, {"paged pool store: 'ape' is null"}, "a null ape");
@@ -1070,8 +1074,7 @@ void pagedOptions() {
   t.check(keys.rank == 3 && keys.sizes[0] == 8 && keys.sizes[1] == 4 &&
               keys.sizes[2] == 16 && keys.strides[0] == 80 &&
               scales.rank == 2 && scales.strides[0] == 20 &&
-              static_cast<uint8_t *>(scales.data) ==
-                  s->buffer() + 64,
+              static_cast<uint8_t *>(scales.data) == s->buffer() + 64,
           "the cache views");
   t.check(std::all_of(s->buffer(), s->buffer() + s->bufferBytes(),
                       [](uint8_t b) { return b == 0; }),
@@ -1086,16 +1089,78 @@ void pagedOptions() {
   (void)s->pages(1, pages);
   t.check(pages == std::vector<uint32_t>({0, 1, 2}), "pages 0, 1, 2");
   t.succeeds(s->release(1), "release");
-  t.check(s->freePages() ==
-              std::vector<uint32_t>({0, 1, 2, 3, 4, 5, 6, 7}),
+  t.check(s->freePages() == std::vector<uint32_t>({0, 1, 2, 3, 4, 5, 6, 7}),
           "the free list after release");
   t.check(s->tokens(1) == 0 && s->pools(1) == 0, "a released slot");
   // A slot's ring rows are cleared when it is released.
   View ring = s->ring();
   const auto *r = static_cast<const uint8_t *>(ring.data);
-  t.check(std::all_of(r, r + 2 * 2 * 4 * 16 * 2,
-                      [](uint8_t b) { return b == 0; }),
-          "the ring after release");
+  t.check(
+      std::all_of(r, r + 2 * 2 * 4 * 16 * 2, [](uint8_t b) { return b == 0; }),
+      "the ring after release");
+}
+
+/// Calls with no requests, and requests with no tokens; PoolStore's
+/// copyPools into a strided view.
+void emptyCalls() {
+  Test t("empty calls and strided copies");
+  std::string error;
+  const int64_t D = 16, K = 4;
+  auto ks = cacheKernels(KPOOL_BF16, D, K, kFP8, error);
+  if (!t.check(bool(ks), error))
+    return;
+  Rng rng(10);
+  Tokens tok = randomTokens(rng, ks->config(), 16);
+  std::vector<float> ape = randomApe(rng, ks->config());
+  PagedPoolStoreOptions o;
+  o.maxSlots = 3;
+  o.pageSize = 2;
+  o.numPages = 8;
+  Status st;
+  auto paged = PagedPoolStore::create(ks, ape.data(), o, st);
+  PoolStore dense(ks, 3, ape.data());
+  auto both = [&](auto &store) {
+    Call first(tok.rowBytes);
+    first.add(1, tok, 0, 6);
+    t.succeeds(first.run(store, D), "a prefill");
+    auto before = snapshot(store);
+    std::vector<ProducedPool> produced;
+    Call none(tok.rowBytes);
+    t.succeeds(none.run(store, D, &produced), "a call of no requests");
+    t.check(produced.empty() && snapshot(store) == before,
+            "a call of no requests changed the store");
+    Call zero(tok.rowBytes);
+    zero.add(1, tok, 0, 0);
+    t.succeeds(zero.run(store, D, &produced), "a request of no tokens");
+    SlotInfo info;
+    (void)store.slotInfo(1, info);
+    t.check(produced.empty() && info.tokens == 6 && info.stepBegin == 6 &&
+                info.stepEnd == 6,
+            "a request of no tokens is the slot's last step");
+    t.fails(store.accept(1, 1), {"accepted = 1 is outside [0, 0]"},
+            "accept after a step of no tokens");
+  };
+  both(*paged);
+  both(dense);
+  // Pools 0 and 1 of slot 1 into a column-major [2, D] view.
+  Call more(tok.rowBytes);
+  more.add(1, tok, 6, 2);
+  t.succeeds(more.run(dense, D), "step");
+  std::vector<uint16_t> out(2 * D);
+  View dst = denseView(out.data(), {2, D});
+  dst.strides[0] = 1;
+  dst.strides[1] = 2;
+  t.succeeds(dense.copyPools(1, 0, 2, dst), "copyPools");
+  bool same = true;
+  for (int64_t p = 0; p < 2; ++p)
+    for (int64_t d = 0; d < D; ++d)
+      same &= out[size_t(p + 2 * d)] ==
+              static_cast<const uint16_t *>(dense.pool(1, p))[d];
+  t.check(same, "copyPools into a strided view");
+  t.fails(dense.copyPools(1, 1, 2, denseView(out.data(), {2, D})),
+          {"copy_pools: pools [1, 1 + 2) are not all among the 2 pools of "
+           "slot 1"},
+          "copyPools past the pools");
 }
 
 } // namespace
@@ -1110,19 +1175,18 @@ int main(int argc, char **argv) {
   // kpool-cache-differential; what the store adds, entry sizes, scales or
   // none, padded strides and page order, is in these).
   pagedMatchesReference(KPOOL_BF16, kFP8, 16, 4);
-  pagedMatchesReference(KPOOL_F32,
-                        CacheFormat{CacheEntry::Element, CacheRotate::None,
-                                    CacheScale::Absmax},
-                        8, 3);
+  pagedMatchesReference(
+      KPOOL_F32,
+      CacheFormat{CacheEntry::Element, CacheRotate::None, CacheScale::Absmax},
+      8, 3);
   if (longRun) {
-    pagedMatchesReference(KPOOL_F32, CacheFormat{CacheEntry::Element,
-                                                 CacheRotate::None,
-                                                 CacheScale::Absmax});
+    pagedMatchesReference(KPOOL_F32,
+                          CacheFormat{CacheEntry::Element, CacheRotate::None,
+                                      CacheScale::Absmax});
     for (ElementType type : {KPOOL_BF16, KPOOL_F16, KPOOL_F32})
       pagedMatchesReference(type, kFP8);
     for (CacheFormat f :
-         {CacheFormat{CacheEntry::FP8, CacheRotate::Hadamard,
-                      CacheScale::Pow2},
+         {CacheFormat{CacheEntry::FP8, CacheRotate::Hadamard, CacheScale::Pow2},
           CacheFormat{CacheEntry::FP8, CacheRotate::None, CacheScale::Absmax},
           CacheFormat{CacheEntry::Element, CacheRotate::Hadamard,
                       CacheScale::Absmax},
@@ -1141,9 +1205,10 @@ int main(int argc, char **argv) {
   findingMessages();
   findingThreads();
   pagedOptions();
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  emptyCalls();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   std::printf("%d passed, %d failed (%.1f s)\n", passed, failed, seconds);
   return failed ? 1 : 0;
 }

@@ -44,8 +44,7 @@ public:
     }
   }
 
-  Status step(const View &k, const View &gate,
-              const std::vector<uint32_t> &iro,
+  Status step(const View &k, const View &gate, const std::vector<uint32_t> &iro,
               const std::vector<uint32_t> &slots,
               std::vector<ProducedPool> *produced);
 
@@ -96,8 +95,7 @@ PagedPoolStore::create(std::shared_ptr<KernelSet> kernels, const float *ape,
   };
   for (std::string e :
        {range("page_size", o.pageSize, 1, int64_t(1) << 31, "2^31"),
-        range("num_pages", o.numPages, 1, (int64_t(1) << 31) - 1,
-              "2^31 - 1")})
+        range("num_pages", o.numPages, 1, (int64_t(1) << 31) - 1, "2^31 - 1")})
     if (!e.empty())
       return fail(e);
 
@@ -141,8 +139,8 @@ PagedPoolStore::create(std::shared_ptr<KernelSet> kernels, const float *ape,
     std::vector<int64_t> seen(size_t(l.numPages), -1);
     for (size_t i = 0; i < o.pageOrder.size(); ++i) {
       int64_t p = o.pageOrder[i];
-      std::string at = "page_order[" + std::to_string(i) +
-                       "] = " + std::to_string(p);
+      std::string at =
+          "page_order[" + std::to_string(i) + "] = " + std::to_string(p);
       if (p < 0 || p >= l.numPages)
         return fail(at + " is not a page id in [0, num_pages = " +
                     std::to_string(l.numPages) + ")");
@@ -167,8 +165,8 @@ PagedPoolStore::create(std::shared_ptr<KernelSet> kernels, const float *ape,
               " bytes (max_slots " + std::to_string(o.maxSlots) +
               ", ring window " +
               std::to_string(o.ringWindow ? o.ringWindow : config.kpool) +
-              ", head_dim " + std::to_string(config.headDim) +
-              ", num_pages " + std::to_string(l.numPages) + ")");
+              ", head_dim " + std::to_string(config.headDim) + ", num_pages " +
+              std::to_string(l.numPages) + ")");
 }
 
 View PagedPoolStoreImpl::keysView() const {

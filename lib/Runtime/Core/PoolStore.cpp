@@ -18,11 +18,9 @@ class PoolStoreImpl {
 public:
   PoolStoreImpl(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
                 const float *ape, int64_t ringWindow)
-      : core(std::move(kernels), maxSlots, ape, ringWindow),
-        store(maxSlots) {}
+      : core(std::move(kernels), maxSlots, ape, ringWindow), store(maxSlots) {}
 
-  Status step(const View &k, const View &gate,
-              const std::vector<uint32_t> &iro,
+  Status step(const View &k, const View &gate, const std::vector<uint32_t> &iro,
               const std::vector<uint32_t> &slots,
               std::vector<ProducedPool> *produced);
 
@@ -101,10 +99,10 @@ Status PoolStoreImpl::step(const View &k, const View &gate,
 
   // The one kernel call: ring_close, pool_offsets, compress and seed_tail
   // (kpool.step).
-  if (Status st = core.kernelSet->step(
-          s.closedRowsView, s.closedView, s.proView, s.pooledView, s.ringView,
-          k, gate, s.apeView, s.iroView, s.cacheView, s.slotView,
-          s.numRequests);
+  if (Status st = core.kernelSet->step(s.closedRowsView, s.closedView,
+                                       s.proView, s.pooledView, s.ringView, k,
+                                       gate, s.apeView, s.iroView, s.cacheView,
+                                       s.slotView, s.numRequests);
       !st.ok())
     return st;
 

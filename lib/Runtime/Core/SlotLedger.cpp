@@ -18,9 +18,9 @@ SlotLedger::SlotLedger(int64_t maxSlots, int64_t kpool, int64_t window)
 Status SlotLedger::checkSlot(const char *op, uint32_t slot) const {
   if (has(slot))
     return Status();
-  return Status::error(std::string(op) + ": slot " + std::to_string(slot) +
-                       " is not below max_slots = " +
-                       std::to_string(maxSlots()));
+  return Status::error(
+      std::string(op) + ": slot " + std::to_string(slot) +
+      " is not below max_slots = " + std::to_string(maxSlots()));
 }
 
 SlotInfo SlotLedger::info(uint32_t slot) const {

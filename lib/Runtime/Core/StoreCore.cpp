@@ -31,9 +31,9 @@ Status StoreCore::checkArguments(const char *op, const KernelSet *kernels,
   const KernelConfig &c = kernels->config();
   if (ringWindow != 0 &&
       (ringWindow < c.kpool || ringWindow > (int64_t(1) << 31)))
-    return Status::error(where + "ring_window must be 0 (kpool) or in [kpool = " +
-                         std::to_string(c.kpool) + ", 2^31], got " +
-                         std::to_string(ringWindow));
+    return Status::error(
+        where + "ring_window must be 0 (kpool) or in [kpool = " +
+        std::to_string(c.kpool) + ", 2^31], got " + std::to_string(ringWindow));
   int64_t window = ringWindow > 0 ? ringWindow : c.kpool;
   if (__builtin_mul_overflow(maxSlots, 2 * window, &ringBytes) ||
       __builtin_mul_overflow(ringBytes, c.headDim, &ringBytes) ||
@@ -73,8 +73,8 @@ StoreCore::StoreCore(std::shared_ptr<KernelSet> kernels, int64_t maxSlots,
 }
 
 View StoreCore::ringView() const {
-  return denseView(ring.get(), {ring ? maxSlots : 0, 2, window,
-                                config.headDim});
+  return denseView(ring.get(),
+                   {ring ? maxSlots : 0, 2, window, config.headDim});
 }
 
 void StoreCore::clearRing(uint32_t slot) {
@@ -131,10 +131,10 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
   s.pooledView = denseView(placeholder, {s.capacity, c.headDim});
   // The one check both stores make before anything changes (the paged
   // store before it takes pages): the fused step's host validation.
-  if (Status st = kernelSet->checkStep(
-          s.closedRowsView, s.closedView, s.proView, s.pooledView, s.ringView,
-          k, gate, s.apeView, s.iroView, s.cacheView, s.slotView,
-          s.numRequests);
+  if (Status st = kernelSet->checkStep(s.closedRowsView, s.closedView,
+                                       s.proView, s.pooledView, s.ringView, k,
+                                       gate, s.apeView, s.iroView, s.cacheView,
+                                       s.slotView, s.numRequests);
       !st.ok())
     return st;
   if (Status st = ledger.checkGrowth(iro, slots); !st.ok())

@@ -226,8 +226,8 @@ Status Validator::requests(const RequestChecks &c) {
                  ": its pools reach past the " + std::to_string(c.pooledRows) +
                  " rows of 'pooled' (requests 0.." +
                  std::to_string(pastCapacity) + " complete " +
-                 std::to_string(throughPast) +
-                 " pool(s), the call completes " + std::to_string(total) + ")");
+                 std::to_string(throughPast) + " pool(s), the call completes " +
+                 std::to_string(total) + ")");
   }
   if (duplicate >= 0) {
     uint32_t slot = c.slots[duplicate];
