@@ -113,9 +113,10 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
   // (plus one per request from the ring, which goes to `closed`). The
   // metadata is not validated yet: clamp what it says.
   int64_t capacity = 0, kRows = k.rank >= 1 && k.sizes[0] > 0 ? k.sizes[0] : 0;
-  for (int64_t b = 0; b < batch; ++b)
+  const int64_t bound = kRows / c.kpool + batch;
+  for (int64_t b = 0; b < batch && capacity < bound; ++b)
     capacity += std::clamp<int64_t>(s.tokens(b), 0, kRows) / c.kpool + 1;
-  s.capacity = std::min(capacity, kRows / c.kpool + batch);
+  s.capacity = std::min(capacity, bound);
 
   s.iroView = denseView(s.iro.data(), {batch + 1});
   s.slotView = denseView(s.slots.data(), {batch});
