@@ -7,6 +7,30 @@ import lit.formats
 from lit.llvm import llvm_config
 from lit.llvm.subst import ToolSubst
 
+# lit pointed at the source tree (`lit test/Dialect/KPool/invalid.mlir`, or
+# the check-kpool-<dir> targets, which run lit on source directories) finds
+# this file before any lit.site.cfg.py. Load the build tree's site config
+# instead; it sets the build's paths and loads this file again. This is what
+# upstream's llvm-lit does with its config map; Debian's lit has none. The
+# build tree: --param kpool_site_config=<build>/test/lit.site.cfg.py (the
+# check-kpool-<dir> targets pass it), else $KPOOL_BUILD_DIR, else build/ next
+# to this checkout (scripts/build.sh's default).
+if getattr(config, "kpool_obj_root", None) is None:
+    _src_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    _site = lit_config.params.get("kpool_site_config")
+    if not _site:
+        _build = os.environ.get("KPOOL_BUILD_DIR") or os.path.join(_src_root,
+                                                                  "build")
+        _site = os.path.join(os.path.abspath(_build), "test",
+                             "lit.site.cfg.py")
+    if not os.path.exists(_site):
+        lit_config.fatal(
+            "no kpool build tree at %r: build one (scripts/build.sh), or name "
+            "it with KPOOL_BUILD_DIR=<build> or --param "
+            "kpool_site_config=<build>/test/lit.site.cfg.py" % _site)
+    lit_config.load_config(config, _site)
+    raise SystemExit
+
 config.name = "KPOOL"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
@@ -27,6 +51,7 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%kpool_src_root", config.kpool_src_root))
 config.substitutions.append(("%kpool_obj_root", config.kpool_obj_root))
+config.substitutions.append(("%kpool_version", config.kpool_version))
 config.substitutions.append(("%mlir_lib_dir", config.mlir_lib_dir))
 
 # libdevice and ptxas are found through the CUDA environment variables, which
@@ -66,6 +91,13 @@ config.substitutions.append(
      os.path.join(os.path.dirname(config.llvm_tools_dir), "include")))
 llvm_config.add_tool_substitutions(["mlir-tblgen", "mlir-translate"],
                                    [config.llvm_tools_dir])
+
+# test/Plugin: the stock mlir-opt of the LLVM/MLIR this build uses (Debian's),
+# with kpool loaded as a plugin.
+llvm_config.add_tool_substitutions(["mlir-opt"], [config.llvm_tools_dir])
+config.substitutions.append(
+    ("%kpool_plugin", os.path.join(config.kpool_lib_dir,
+                                   "libKPoolPlugin" + config.llvm_shlib_ext)))
 
 # Embedding (test/CAPI, test/Python, test/Examples): the C API library,
 # Debian's Python with numpy and pytest (the `python3` first on PATH may be

@@ -62,6 +62,15 @@ struct Options {
   bool initcheck = true;
   /// Collect the counters of LaunchResult::counters.
   bool profile = false;
+  /// Warp-instructions a warp runs before the block's scheduler picks the
+  /// next warp (0: 32; under Order::Random each turn's length is drawn in
+  /// [1, 2 * quantum]).
+  uint32_t quantum = 0;
+  /// Warp-instructions after which a launch stops with an Execution finding
+  /// (a kernel that never ends; 0: 2^36).
+  uint64_t maxWarpInstructions = 0;
+  /// Findings kept per launch; later ones are counted, not kept.
+  uint32_t maxFindings = 64;
 };
 
 /// Dynamic counts of one launch (filled when Options::profile is set).
