@@ -27,13 +27,17 @@
 // `e` is where that step stopped writing the ring, not the slot's length:
 // an earlier `accept` shortens the length but does not unwrite the ring, so
 // a second `accept` is checked against the same `e` (ringEnd below). Why the
-// rule is exact: members [floor(L/K) * K, c) were held before the step (the
-// invariant at c) and the step's writes reach back at most R - 1 rows from
-// e, so they overwrite none of them iff e - floor(L/K) * K <= R; members in
-// [c, L) were written by the step iff they are among its last R positions,
-// the same condition. Positions at or past L that the step wrote (rejected
-// drafts) stay in the ring; they are never read before the next step
-// overwrites them (a step from L reads only [floor(L/K) * K, L)).
+// rule is exact, with m = floor(L/K) * K (so c - K < m <= L): members
+// [m, c) were held before the step (the invariant at c, as m >=
+// floor(c/K) * K). The step writes positions [max(c, e - R), e), each into
+// row q' mod R; it overwrites a member q < c iff some q + jR (j >= 1) is
+// among them, i.e. iff q + R < e (q + R >= m + K > c), so it overwrites
+// none iff e - m <= R. Members in [c, L) were written by the step iff they
+// are among its last R positions, i.e. iff m >= e - R: the same condition.
+// Positions at or past L that the step wrote (rejected drafts) stay in the
+// ring; they are never read before the next step overwrites them (a step
+// from L reads only [m, L)). The property test checks the rule against a
+// simulated ring.
 //
 // A step that brings a slot no tokens is its last step too: c = e = L, so
 // nothing can be rolled back past it (its pending members are held by the
