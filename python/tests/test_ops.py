@@ -152,8 +152,9 @@ def test_step_matches_the_four_ops(rng, etype, num_requests):
     assert_bits(f_pooled[int(pro[-1]):], np.zeros_like(f_pooled[int(pro[-1]):]))
     assert_bits(fused_ring, ring)
     with pytest.raises(kpool.KPoolError,
-                       match=r"^step: the call completes 7 pool\(s\), past "
-                             r"the 2 rows of 'pooled'$"):
+                       match=r"^step: request 0: its pools reach past the 2 "
+                             r"rows of 'pooled' \(requests 0\.\.0 complete 3 "
+                             r"pool\(s\), the call completes 7\)$"):
         ks.step(fused_ring, k, gate, ape, iro, cache, slots,
                 pooled=np.zeros((2, D), dtype=k.dtype))
 
