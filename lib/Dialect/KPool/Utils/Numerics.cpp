@@ -9,6 +9,8 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace {
@@ -41,19 +43,27 @@ Type withElement(Type type, Type elem) {
 /// [-ln2/2, ln2/2] (one FMA with f32(ln 2); see below for its error),
 /// exp(r) = 1 + r + c2 r^2 + ... + c6 r^6 (Horner with FMA; a relative
 /// minimax fit, 1.7e-8 = 0.29 ulp at 1 with these f32 coefficients), times
-/// 2^n built from the exponent bits. One FMA with 1.5 * 2^23 + 127 rounds
-/// x log2 e to an integer and leaves n + 127 in the low mantissa bits of t,
-/// so t - that constant is n and t << 23 is 2^n: no float-to-int conversion
-/// (undefined for NaN), no floor, no clamp of n.
+/// 2^n built from the exponent bits. One FMA with 1.5 * 2^23 + 151 rounds
+/// x log2 e to an integer and leaves n + 151 in the low mantissa bits of t,
+/// so t - that constant is n and t << 23 is 2^(n + 24): no float-to-int
+/// conversion (undefined for NaN), no floor, no clamp of n.
 ///
-/// Domain: x <= 88.3 (2^n at most 2^127), -inf and NaN; the pooled rows call
-/// it with x = z - max z <= 0 (or NaN). x below -88 is clamped to -88 with
-/// one NaN-keeping select (a `vmaxps`), where n + 127 = 0 makes 2^n = +0, so
-/// exp(-inf) and every x below -87.68 (n = -127) give +0; above, the product
-/// p * 2^n with 2^n normal rounds once, so results down to 2^-126 * 0.7 are
-/// subnormal and correctly rounded products. NaN stays NaN: p is NaN and
-/// NaN * 2^n is NaN whatever bits t's NaN shifted into 2^n. exp(0) = 1
-/// exactly (the member at the max weighs exactly 1).
+/// Subnormal results are kept (docs/semantics.md, "Subnormal weights"):
+/// the polynomial's coefficients carry a factor 2^-24 (exact: every Horner
+/// step stays normal, so it computes 2^-24 exp(r) with the same rounding
+/// as exp(r)), and the one product 2^-24 exp(r) * 2^(n + 24) rounds once,
+/// to a normal result bit for bit as the unscaled product would, or to a
+/// subnormal one (at most half a unit of 2^-149 plus the polynomial's
+/// relative error off) down to n = -150, where 2^(n + 24) = 2^-126 is still
+/// normal. So the range grows at no cost: the same 12 instructions.
+///
+/// Domain: x <= 71.7 (2^(n + 24) at most 2^127), -inf and NaN; the pooled
+/// rows call it with x = z - max z <= 0 (or NaN). x below -104 is clamped
+/// to -104 with one NaN-keeping select (a `vmaxps`): there n = -150 and the
+/// result is +0, as exp of every x below -103.97 (half of 2^-149) rounds
+/// to, so exp(-inf) = +0. NaN stays NaN: p is NaN and NaN * 2^(n + 24) is
+/// NaN whatever bits t's NaN shifted into the scale. exp(0) = 1 exactly
+/// (the member at the max weighs exactly 1).
 ///
 /// Reducing with f32(ln 2) alone leaves n (ln 2 - f32(ln 2)) = n * 1.9e-9 in
 /// r: a relative error of at most 0.046 |x| + 0.016 f32 ulps in exp(x) (4
@@ -83,21 +93,23 @@ struct KPoolExpApproximation : OpRewritePattern<math::ExpOp> {
     };
 
     Value x = op.getOperand();
-    Value lo = cst(-88.0f);
+    Value lo = cst(-104.0f);
     // x < lo is false for NaN: the select keeps NaN.
     Value below =
         arith::CmpFOp::create(rw, loc, arith::CmpFPredicate::OLT, x, lo);
     Value xc = arith::SelectOp::create(rw, loc, below, lo, x);
-    Value shifter = cst(12582912.0f + 127.0f); // 1.5 * 2^23 + 127
+    Value shifter = cst(12582912.0f + 151.0f); // 1.5 * 2^23 + 127 + 24
     Value t = fma(xc, cst(1.44269504088896341f), shifter);
     Value n = arith::SubFOp::create(rw, loc, t, shifter);
     Value r = fma(n, cst(-0.693147182464599609375f), xc);
-    Value p = fma(cst(0.0013843653723597527f), r, cst(0.00837415549904108f));
-    p = fma(p, r, cst(0.04166800156235695f));
-    p = fma(p, r, cst(0.16666431725025177f));
-    p = fma(p, r, cst(0.4999999403953552f));
-    p = fma(p, r, cst(1.0f));
-    p = fma(p, r, cst(1.0f));
+    // The coefficients times 2^-24 (exact), paid back by 2^(n + 24).
+    auto c = [&](float v) { return cst(std::ldexp(v, -24)); };
+    Value p = fma(c(0.0013843653723597527f), r, c(0.00837415549904108f));
+    p = fma(p, r, c(0.04166800156235695f));
+    p = fma(p, r, c(0.16666431725025177f));
+    p = fma(p, r, c(0.4999999403953552f));
+    p = fma(p, r, c(1.0f));
+    p = fma(p, r, c(1.0f));
     Value tBits = arith::BitcastOp::create(rw, loc, intType, t);
     Value scaleBits = arith::ShLIOp::create(rw, loc, tBits,
                                             i32Constant(rw, loc, intType, 23));
