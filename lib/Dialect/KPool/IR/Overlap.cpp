@@ -164,10 +164,6 @@ std::optional<std::string> overlap(Value a, StringRef aName, Value b,
   return std::nullopt;
 }
 
-} // namespace
-
-namespace {
-
 /// The first pair of `op`'s operands that must not overlap and provably do
 /// (the written one first), and why.
 struct Overlap {

@@ -54,10 +54,11 @@ Type withElement(Type type, Type elem) {
 /// or above it n >= -126 and, at n = -126, r >= 4.7e-6 > 0, so p >= 1 and
 /// the result is normal. Keeping them instead (2^-24 folded into the
 /// coefficients, 2^(n + 24) built from the bits: the same 12 instructions)
-/// made compress 2.2 to 3 times slower on this project's x86 machines
-/// whenever members sit 87 to 105 below a pool's max, from the subnormal
-/// arithmetic; the select costs about 5% in cache and nothing when compress
-/// is bound by memory (docs/semantics.md gives the figures).
+/// made compress 1.5 to 3 times slower on this project's x86 machine
+/// whenever many members sit 87 to 105 below a pool's max, from the
+/// subnormal arithmetic; the select costs 5 to 11% while compress runs from
+/// cache and nothing measurable when it is bound by memory
+/// (docs/semantics.md, "Subnormal weights").
 ///
 /// Domain: x <= 88.3 (2^n at most 2^127), -inf and NaN; the pooled rows call
 /// it with x = z - max z <= 0 (or NaN). x below -88 is clamped to -88 with
@@ -74,7 +75,7 @@ Type withElement(Type type, Type elem) {
 /// its members' errors, so at most 0.09 max|z| + 0.02 ulps of S, far inside
 /// the f32 contract's 4 + 6 max|z|; with keys of one magnitude the far
 /// members weigh exp(x) and it vanishes (kpool-differential's exact check:
-/// bf16 0.5000, f16 0.5002, f32 3.07 ulps of S, with or without a second
+/// bf16 0.5000, f16 0.5002, f32 4.13 ulps of S, with or without a second
 /// reduction FMA for the rest of ln 2).
 ///
 /// 14 instructions per vector on AVX-512 (the select is a compare and a
