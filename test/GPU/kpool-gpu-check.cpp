@@ -34,7 +34,16 @@
 //  (f) speculative decoding: random verify schedules (1 + d tokens, junk
 //      drafts, random acceptance) with a ring window R >= K + d - 1 and
 //      rollback by accepted length; every pool bit-identical to a one-shot
-//      compress of the accepted sequence.
+//      compress of the accepted sequence;
+//  (g) subnormal weights (docs/semantics.md, "Subnormal weights"): compress
+//      on pools with a member 80 to 106 below the max whose key is as large
+//      as T allows (3e38 in bf16 and f32; issue 24's finding), against the
+//      exact pooling function under the rule of the kernels this build
+//      runs (kSubnormalWeights: the GPU keeps every subnormal weight, the
+//      CPU kernels of the emulation build flush every one), in ulps of the
+//      magnitude S: the contract's bound (1 ulp for bf16/f16, 4 + 6 max|z|
+//      for f32) plus, for each kept subnormal weight, two units of 2^-149
+//      times its key (ex2.approx.f32's 2 ulp on the subnormal grid).
 //
 // Prints one line per case (PASS/FAIL, with its measurements; --verbose
 // adds a line per check), `N passed, M failed` and a digest of every
@@ -162,7 +171,8 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
             const std::vector<uint32_t> *proIn = nullptr) {
   const int64_t D = config.headDim, K = config.kpool, G = l.guard,
                 es = elementTypeSize(config.elementType), ms = l.metaStride;
-  const reference::Geometry geometry{config.elementType, D, K};
+  const reference::Geometry geometry{config.elementType, D, K,
+                                     kSubnormalWeights};
   Tensor k(es, {d.rows, D}, {D + l.rowPad, 1}, G),
       g(es, {d.rows, D}, {D + l.rowPad, 1}, G), ape(4, {K, D}, {}, G),
       iro(4, {d.B + 1}, {ms}, G), cache(4, {d.B}, {ms}, G),
@@ -809,6 +819,113 @@ void caseValidation(const KernelSet &kernels) {
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// (g) subnormal weights against the exact function under the kernels' rule
+//===----------------------------------------------------------------------===//
+
+void caseSubnormal(const KernelSet &kernels) {
+  const KernelConfig &config = kernels.config();
+  const int64_t D = config.headDim, K = config.kpool, pools = 64;
+  const ElementType t = config.elementType;
+  if (K < 2)
+    return; // a single member weighs exactly 1
+  const bool keep = kSubnormalWeights == reference::SubnormalWeights::Keep;
+  Case c(describe(config) + ": (g) subnormal weights " +
+         (keep ? "kept" : "flushed") +
+         ", gaps of 80..106 with keys up to 3e38, vs exact");
+  const int64_t es = elementTypeSize(t);
+  const double huge = t == KPOOL_F16 ? 65504.0 : 3e38;
+  CallData d;
+  d.B = 1;
+  d.rows = pools * K;
+  d.numRequests = 1;
+  d.iro = {0, uint32_t(d.rows)};
+  d.cache = {0};
+  d.slots = {0};
+  std::mt19937 rng(17);
+  randomize(config, d, rng);
+  std::uniform_real_distribution<double> gateDist(-5, 5);
+  for (int64_t m = 0; m < K; ++m) // channel 0: ape 0, z = the gates
+    d.ape[m * D] = 0;
+  auto setElement = [&](std::vector<uint8_t> &v, int64_t i, double x) {
+    uint32_t bits = reference::roundToBits(t, float(x));
+    std::memcpy(&v[i * es], &bits, es);
+  };
+  for (int64_t j = 0; j < pools; ++j)
+    for (int64_t ch = 0; ch < D; ++ch) {
+      int64_t i = j * D + ch;
+      double gap = 80 + 26.0 * double(i) / double(pools * D);
+      int64_t a = i % K, b = (a + 1 + (i / K) % (K - 1)) % K;
+      double ka = i % 3 == 0 ? 1.0 : i % 3 == 1 ? 0.0 : -0.5;
+      double kb = (i / 3) % 3 == 0 ? huge : (i / 3) % 3 == 1 ? -huge : 1.0;
+      if (i == 0) // issue 24's finding: key 3e38, z 88 below the other's
+        a = 0, b = 1, gap = 88, ka = 1, kb = huge;
+      double ga = i == 0 ? 0 : gateDist(rng);
+      for (int64_t m = 0; m < K; ++m) {
+        double shift = d.ape[a * D + ch] - d.ape[m * D + ch];
+        double g = m == a ? ga : ga + shift - (m == b ? gap : 120);
+        setElement(d.g, (j * K + m) * D + ch, g);
+        setElement(d.k, (j * K + m) * D + ch, m == a ? ka : m == b ? kb : 1.0);
+      }
+    }
+  std::vector<uint32_t> pro = {0, uint32_t(pools)};
+  Outputs gpu = run(config, &kernels, d, Layout(), Validation::Check, Compress,
+                    pools, &pro);
+  c.check(gpu.status.ok(), "compress ran" + (gpu.status.ok()
+                                                 ? std::string()
+                                                 : " (" +
+                                                       gpu.status.message() +
+                                                       ")"));
+  double worst = 0;
+  int64_t bad = 0, subnormal = 0;
+  std::string first;
+  for (int64_t j = 0; j < pools; ++j)
+    for (int64_t ch = 0; ch < D; ++ch) {
+      double z[64], k[64], maxZ = -INFINITY, maxAbsZ = 0;
+      for (int64_t m = 0; m < K; ++m) {
+        int64_t e = (j * K + m) * D + ch;
+        float g = float(loadValue(t, &d.g[e * es]));
+        z[m] = double(g + d.ape[m * D + ch]); // the f32 sum of the spec
+        k[m] = loadValue(t, &d.k[e * es]);
+        maxZ = std::max(maxZ, z[m]);
+        maxAbsZ = std::max(maxAbsZ, std::fabs(z[m]));
+      }
+      double Z = 0, A = 0, S = 0, grid = 0;
+      for (int64_t m = 0; m < K; ++m) {
+        double w = std::exp(z[m] - maxZ);
+        subnormal += w >= 0x1p-150 && w < 0x1p-126;
+        if (reference::flushesWeight(kSubnormalWeights,
+                                     float(z[m]) - float(maxZ)))
+          w = 0;
+        else if (w < 0x1p-126)
+          grid += 2 * 0x1p-149 * std::fabs(k[m]);
+        Z += w;
+        A += w * k[m];
+        S += w * std::fabs(k[m]);
+      }
+      double exact = A / Z, mag = S / Z;
+      double bound = t == KPOOL_F32 ? 4 + 6 * maxAbsZ : 1.0;
+      double allowed = bound * ulpOf(t, mag) + grid / Z;
+      double got = loadValue(t, &gpu.pooled[(j * D + ch) * es]);
+      double err = std::fabs(got - exact);
+      worst = std::max(worst, std::isnan(err) ? INFINITY : err / allowed);
+      if (j == 0 && ch == 0)
+        c.note("finding's case: " + fmt(got) + ", exact " + fmt(exact));
+      if (!(err <= allowed) && bad++ == 0)
+        first = "pool " + std::to_string(j) + " channel " +
+                std::to_string(ch) + ": " + std::to_string(got) +
+                " vs exact " + std::to_string(exact) + " (S " +
+                std::to_string(mag) + ")";
+    }
+  c.check(bad == 0, "every pooled value within the bound of the exact one" +
+                        (bad ? " (" + std::to_string(bad) + " not; first " +
+                                   first + ")"
+                             : std::string()));
+  c.check(gpu.canaries, "guards intact, inputs unchanged");
+  c.note(std::to_string(subnormal) + " subnormal weights; worst error " +
+         fmt(worst) + " of the bound");
+}
+
 int main(int argc, char **argv) {
   int64_t speculative = 2000;
   std::string only;
@@ -877,6 +994,7 @@ int main(int argc, char **argv) {
     caseSpeculative(kernels, speculative);
     if (c.validation)
       caseValidation(kernels);
+    caseSubnormal(kernels);
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   std::printf("digest of every device download: %016llx\n",

@@ -714,7 +714,8 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
 DeviceSchedule::Report
 DeviceSchedule::checkAgainstOneShot(const std::string &prefix) const {
   const int64_t D = config.headDim, K = config.kpool;
-  const reference::Geometry geometry{config.elementType, D, K};
+  const reference::Geometry geometry{config.elementType, D, K,
+                                     kSubnormalWeights};
   Report report;
   report.produced = totalProduced;
   report.fromRing = totalFromRing;

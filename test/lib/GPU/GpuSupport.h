@@ -92,6 +92,13 @@ inline uint32_t loadBits(ElementType type, const void *p) {
   return reference::elementBits(type, p);
 }
 using reference::ulpOf;
+/// What the kernels this build runs do with softmax weights below 2^-126
+/// (docs/semantics.md, "Subnormal weights"): the GPU's default exp
+/// (ex2.approx.f32, libdevice's __nv_expf) keeps every one (on a GPU
+/// and through the emulated driver, which runs the same PTX). References
+/// and exact checks apply it.
+constexpr reference::SubnormalWeights kSubnormalWeights =
+    reference::kGpuSubnormalWeights;
 /// The element at `p` as a double.
 double loadValue(ElementType type, const void *p);
 /// `n` elements of `type`, each T(normal(0, sigma)), as raw bytes.

@@ -7,6 +7,8 @@
 
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
 
+#include "Overlap.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -535,10 +537,15 @@ LogicalResult CompressOp::verify() {
                     {getInputRowOffsets(), "input_row_offsets", 1},
                     {getPoolRowOffsets(), "pool_row_offsets", 1}});
   if (failed(batch) ||
-      failed(c.checkPooledRows(getPooled(), getK(), headDim)))
+      failed(c.checkPooledRows(getPooled(), getK(), headDim)) ||
+      failed(c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                          getRotate(), getScale(), getK(), headDim, *batch)))
     return failure();
-  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
-                      getRotate(), getScale(), getK(), headDim, *batch);
+  return verifyNoOverlappingOperands(
+      *this,
+      operandNames(*this, {"k", "gate", "ape", "input_row_offsets",
+                           "pool_row_offsets", "cache_lengths", "block_table",
+                           "pooled", "cache_keys", "cache_scales", "status"}));
 }
 
 void CompressOp::getEffects(
@@ -564,9 +571,14 @@ LogicalResult SeedTailOp::verify() {
   if (failed(c.checkGeometry(kpool, headDim)) ||
       failed(c.checkForm(operands, *this, getStatus())))
     return failure();
-  return c.checkRingRequests(getK(), getGate(), getTail(),
-                             getInputRowOffsets(), getCacheLengths(),
-                             getSlotIdx(), kpool, headDim);
+  if (failed(c.checkRingRequests(getK(), getGate(), getTail(),
+                                 getInputRowOffsets(), getCacheLengths(),
+                                 getSlotIdx(), kpool, headDim)))
+    return failure();
+  return verifyNoOverlappingOperands(
+      *this,
+      operandNames(*this, {"k", "gate", "input_row_offsets", "cache_lengths",
+                           "slot_idx", "num_requests", "tail", "status"}));
 }
 
 void SeedTailOp::getEffects(
@@ -602,10 +614,16 @@ LogicalResult RingCloseOp::verify() {
       getCacheLengths(), getSlotIdx(), kpool, headDim);
   if (failed(batch) ||
       failed(c.checkClosedOutputs(getPooled(), "pooled", getClosedPool(),
-                                  getK(), *batch, headDim)))
+                                  getK(), *batch, headDim)) ||
+      failed(c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                          getRotate(), getScale(), getK(), headDim, *batch)))
     return failure();
-  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
-                      getRotate(), getScale(), getK(), headDim, *batch);
+  return verifyNoOverlappingOperands(
+      *this,
+      operandNames(*this, {"tail", "k", "gate", "ape", "input_row_offsets",
+                           "cache_lengths", "slot_idx", "num_requests",
+                           "block_table", "pooled", "closed_pool", "cache_keys",
+                           "cache_scales", "status"}));
 }
 
 void RingCloseOp::getEffects(
@@ -633,7 +651,9 @@ LogicalResult PoolOffsetsOp::verify() {
                            {getInputRowOffsets(), "input_row_offsets", 1},
                            {getPoolRowOffsets(), "pool_row_offsets", 1}})))
     return failure();
-  return success();
+  return verifyNoOverlappingOperands(
+      *this, operandNames(*this, {"input_row_offsets", "cache_lengths",
+                                  "pool_row_offsets", "status"}));
 }
 
 void PoolOffsetsOp::getEffects(
@@ -679,10 +699,16 @@ LogicalResult StepOp::verify() {
   if (failed(all) ||
       failed(c.checkClosedOutputs(getClosed(), "closed", getClosedPool(),
                                   getK(), *all, headDim)) ||
-      failed(c.checkPooledRows(getPooled(), getK(), headDim)))
+      failed(c.checkPooledRows(getPooled(), getK(), headDim)) ||
+      failed(c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                          getRotate(), getScale(), getK(), headDim, *all)))
     return failure();
-  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
-                      getRotate(), getScale(), getK(), headDim, *all);
+  return verifyNoOverlappingOperands(
+      *this, operandNames(*this, {"k", "gate", "ape", "input_row_offsets",
+                                  "cache_lengths", "slot_idx", "num_requests",
+                                  "block_table", "closed", "closed_pool",
+                                  "pool_row_offsets", "pooled", "tail",
+                                  "cache_keys", "cache_scales", "status"}));
 }
 
 void StepOp::getEffects(
