@@ -23,7 +23,8 @@
 //
 // Output: "NAME[i] = VALUE" per element printed, "finding: ..." per
 // finding, and "launch: completed" or "launch: failed" (with "(illegal
-// address)" after a memory error, with or without memcheck). Exit status 0 when
+// address)" or "(misaligned address)" after a memory error, with or without
+// memcheck). Exit status 0 when
 // the launch completed without findings, 1 otherwise, 2 on bad usage or
 // PTX that does not parse.
 //
@@ -378,6 +379,7 @@ int main(int argc, char **argv) {
                 c.globalStoreSectors, c.globalStoreLines, c.globalStoreBytes);
   }
   std::printf("launch: %s\n", r.completed        ? "completed"
+                              : r.misaligned     ? "failed (misaligned address)"
                               : r.illegalAddress ? "failed (illegal address)"
                                                  : "failed");
   return r.completed && r.findings.empty() ? 0 : 1;

@@ -37,6 +37,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace kpool;
@@ -310,7 +311,19 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  // --format=<name>: one format only, by the name it prints (e.g. "fp8
+  // hadamard absmax"; a mutated module of one format needs no more).
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--format=", 0) == 0) {
+      only = arg.substr(9);
+    } else {
+      std::fprintf(stderr, "usage: %s [--format=<name>]\n", argv[0]);
+      return 2;
+    }
+  }
   std::printf("kpool-gpu-cache-check: %s\n", deviceDescription().c_str());
   using reference::CacheEntry;
   using reference::Rotate;
@@ -324,22 +337,52 @@ int main() {
   KPOOL_GPU_KERNELS(bf16_d128_k4_element_hadamard);
   KPOOL_GPU_KERNELS(f32_d128_k4_element_none);
 #undef KPOOL_GPU_KERNELS
-  run(bf16_d128_k4_fp8_hadamard_absmax,
-      {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax}, "fp8 hadamard absmax",
-      3);
-  run(bf16_d128_k4_fp8_hadamard_pow2,
-      {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2}, "fp8 hadamard pow2", 5);
-  // f32 rows: 32 lanes a row group on the GPU; no rotation.
-  run(f32_d128_k4_fp8_none_absmax,
-      {CacheEntry::FP8, Rotate::None, Scale::Absmax}, "f32 fp8 absmax", 7);
-  run(f16_d128_k4_fp8_none_pow2, {CacheEntry::FP8, Rotate::None, Scale::Pow2},
-      "f16 fp8 pow2", 11);
-  // Entries of the element type: no scales.
-  run(bf16_d128_k4_element_hadamard,
-      {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
-      "bf16 element hadamard", 9);
-  run(f32_d128_k4_element_none,
-      {CacheEntry::Element, Rotate::None, Scale::Absmax}, "f32 element", 13);
+  struct Format {
+    const KernelSet &kernels;
+    reference::CacheFormat format;
+    const char *name;
+    unsigned seed;
+  } formats[] = {
+      {bf16_d128_k4_fp8_hadamard_absmax,
+       {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax},
+       "fp8 hadamard absmax",
+       3},
+      {bf16_d128_k4_fp8_hadamard_pow2,
+       {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2},
+       "fp8 hadamard pow2",
+       5},
+      // f32 rows: 32 lanes a row group on the GPU; no rotation.
+      {f32_d128_k4_fp8_none_absmax,
+       {CacheEntry::FP8, Rotate::None, Scale::Absmax},
+       "f32 fp8 absmax",
+       7},
+      {f16_d128_k4_fp8_none_pow2,
+       {CacheEntry::FP8, Rotate::None, Scale::Pow2},
+       "f16 fp8 pow2",
+       11},
+      // Entries of the element type: no scales.
+      {bf16_d128_k4_element_hadamard,
+       {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
+       "bf16 element hadamard",
+       9},
+      {f32_d128_k4_element_none,
+       {CacheEntry::Element, Rotate::None, Scale::Absmax},
+       "f32 element",
+       13},
+  };
+  int ran = 0;
+  for (const Format &f : formats)
+    if (only.empty() || only == f.name) {
+      run(f.kernels, f.format, f.name, f.seed);
+      ++ran;
+    }
+  if (!ran) {
+    std::fprintf(stderr, "%s: --format names one of", argv[0]);
+    for (const Format &f : formats)
+      std::fprintf(stderr, " '%s'", f.name);
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
   std::printf("%s\n", failures ? "FAILED" : "all passed");
   std::printf("digest of every device download: %016llx\n",
               (unsigned long long)downloadDigest());

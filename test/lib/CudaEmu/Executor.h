@@ -117,8 +117,11 @@ struct LaunchResult {
   /// and from later synchronization, as a real device does.
   bool completed = true;
   /// The launch stopped at an access outside memory it may touch (a
-  /// memory error: CUDA_ERROR_ILLEGAL_ADDRESS), with or without memcheck.
+  /// memory error: CUDA_ERROR_ILLEGAL_ADDRESS), or at a misaligned one
+  /// (also `misaligned`: CUDA_ERROR_MISALIGNED_ADDRESS), with or without
+  /// memcheck.
   bool illegalAddress = false;
+  bool misaligned = false;
   std::vector<Finding> findings;
   Counters counters;
   /// CPU time the calling thread spent in the launch (one core).

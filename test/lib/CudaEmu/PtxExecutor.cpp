@@ -265,6 +265,7 @@ LaunchResult run(const FunctionImpl &fn, Dim3 grid, Dim3 block,
                        " more findings at other lines were not kept");
   result.completed = !L.failed;
   result.illegalAddress = L.illegalAddress;
+  result.misaligned = L.misaligned;
   result.findings = std::move(L.findings);
   result.counters = L.counters;
   return result;

@@ -125,6 +125,7 @@ struct Launch {
   uint64_t droppedFindings = 0;
   bool failed = false; // a fatal finding: stop
   bool illegalAddress = false; // stopped at a memory error
+  bool misaligned = false;     // ... a misaligned access
 
   uint64_t rngState = 0;
   uint64_t random();

@@ -155,6 +155,7 @@ bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes, uint32_t bytes,
     }
     r.space[l] = uint8_t(sp);
     if (off % bytes != 0) {
+      L.misaligned = true;
       ok = bad(l, sp,
                "misaligned: the address must be a multiple of " +
                    std::to_string(bytes));

@@ -216,10 +216,11 @@ void driver::execute(Stream &stream, const KernelLaunch &launch) {
   }
   if (!result.completed) {
     ++d.failedLaunches;
-    // A memory error is the illegal address whether or not memcheck
-    // reported it.
-    CUresult code = result.illegalAddress ? CUDA_ERROR_ILLEGAL_ADDRESS
-                                          : CUDA_ERROR_LAUNCH_FAILED;
+    // A memory error is the illegal (or misaligned) address whether or
+    // not memcheck reported it.
+    CUresult code = result.misaligned       ? CUDA_ERROR_MISALIGNED_ADDRESS
+                    : result.illegalAddress ? CUDA_ERROR_ILLEGAL_ADDRESS
+                                            : CUDA_ERROR_LAUNCH_FAILED;
     const char *name = nullptr;
     cuGetErrorName(code, &name);
     say(where + " failed: " + name +
