@@ -26,7 +26,8 @@
 //      and overlong offsets, too few pooled rows, num_requests < 0 and > B):
 //      guards around every buffer and padding unchanged, inputs unchanged,
 //      results equal to the reference (other requests' slots and rows
-//      untouched);
+//      untouched), the calls' status word holding a finding that names a
+//      request (it stays 0 in (a));
 //  (e) host validation of the metadata's host copies (KernelSet::
 //      checkCompress & co., before the upload) rejects bad metadata with a
 //      message naming the request and the field, and nothing is launched;
@@ -154,6 +155,7 @@ struct Outputs {
   std::vector<uint8_t> closedRows, pooled, ring;
   bool canaries = true;  ///< guards, padding and every input unchanged
   bool untouched = true; ///< no output changed at all
+  uint64_t statusWord = 0; ///< the calls' status word (device runs)
 };
 
 /// Runs the `ops` of one call on the device (kernels) or on the host
@@ -242,7 +244,11 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       }
     }
     cuda::OwnedStream stream;
-    Stream on = stream.stream();
+    // Every call records its smallest bad-metadata finding in one status
+    // word (docs/semantics.md, "The status word").
+    Tensor status(8, {1});
+    status.upload(stream.get());
+    Stream on(stream.get(), static_cast<uint64_t *>(status.deviceView().data));
     for (Tensor *t : inputs)
       t->upload(stream.get());
     for (Tensor *t : outputs)
@@ -270,6 +276,8 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       t->image = t->download(stream.get());
     for (Tensor *t : outputs)
       t->image = t->download(stream.get());
+    std::vector<uint8_t> word = status.download(stream.get());
+    std::memcpy(&out.statusWord, word.data(), 8);
   } else {
     if (ops & RingClose)
       reference::ringClose(geometry, closedRows.hostView(), closed.hostView(),
@@ -465,6 +473,7 @@ void caseRagged(const KernelSet &kernels) {
   {
     Case c(describe(config) + ": (a) ragged call, all four ops vs reference");
     compareWithReference(c, config, gpu, ref, closedScales, pooledScales);
+    c.check(gpu.statusWord == 0, "the status word stays 0");
     if (config.kpool > 1) {
       int64_t closedCount = 0;
       for (uint32_t v : gpu.closed)
@@ -732,6 +741,10 @@ void caseBadMetadata(const KernelSet &kernels) {
     std::vector<double> scales =
         callScales(config, d, std::max(d.B, pooledRows));
     compareWithReference(c, config, gpu, ref, scales, scales);
+    Status word = statusWordError(gpu.statusWord);
+    c.check(!word.ok() && word.message().find("request ") != std::string::npos,
+            "the status word records a finding naming a request");
+    c.note("status word: \"" + word.message() + "\"");
   }
 }
 
