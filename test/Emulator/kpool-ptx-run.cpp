@@ -22,7 +22,9 @@
 // emulated counters), --list (the module's kernels), --parse-only.
 //
 // Output: "NAME[i] = VALUE" per element printed, "finding: ..." per
-// finding, and "launch: completed" or "launch: failed". Exit status 0 when
+// finding, and "launch: completed" or "launch: failed" (with "(illegal
+// address)" or "(misaligned address)" after a memory error, with or without
+// memcheck). Exit status 0 when
 // the launch completed without findings, 1 otherwise, 2 on bad usage or
 // PTX that does not parse.
 //
@@ -376,6 +378,9 @@ int main(int argc, char **argv) {
                 c.globalLoadSectors, c.globalLoadLines, c.globalLoadBytes,
                 c.globalStoreSectors, c.globalStoreLines, c.globalStoreBytes);
   }
-  std::printf("launch: %s\n", r.completed ? "completed" : "failed");
+  std::printf("launch: %s\n", r.completed        ? "completed"
+                              : r.misaligned     ? "failed (misaligned address)"
+                              : r.illegalAddress ? "failed (illegal address)"
+                                                 : "failed");
   return r.completed && r.findings.empty() ? 0 : 1;
 }

@@ -19,13 +19,15 @@
 //      exactly once, equal to a one-shot compress of the whole sequence,
 //      the pools ring_close closed from ring members included;
 //  (c) strided views (padded k/gate/pooled rows, a padded ring slot,
-//      strided metadata, a base that defeats vector accesses) give the
-//      dense results bit for bit;
+//      strided metadata, a base that defeats vector accesses, innermost
+//      stride 2: the general-stride kernels) give the dense results bit for
+//      bit;
 //  (d) bad metadata with Validation::Trust (an out-of-range slot, reversed
 //      and overlong offsets, too few pooled rows, num_requests < 0 and > B):
 //      guards around every buffer and padding unchanged, inputs unchanged,
 //      results equal to the reference (other requests' slots and rows
-//      untouched);
+//      untouched), the calls' status word holding a finding that names a
+//      request (it stays 0 in (a));
 //  (e) host validation of the metadata's host copies (KernelSet::
 //      checkCompress & co., before the upload) rejects bad metadata with a
 //      message naming the request and the field, and nothing is launched;
@@ -33,8 +35,9 @@
 //      error saying so (a GPU call never reads metadata back);
 //  (f) speculative decoding: random verify schedules (1 + d tokens, junk
 //      drafts, random acceptance) with a ring window R >= K + d - 1 and
-//      rollback by accepted length; every pool bit-identical to a one-shot
-//      compress of the accepted sequence;
+//      rollback by accepted length, every other one through the fused
+//      kpool.step; every pool bit-identical to a one-shot compress of the
+//      accepted sequence;
 //  (g) subnormal weights (docs/semantics.md, "Subnormal weights"): compress
 //      on pools with a member 80 to 106 below the max whose key is as large
 //      as T allows (3e38 in bf16 and f32; issue 24's finding), against the
@@ -144,6 +147,7 @@ struct Layout {
   int64_t rowPad = 0;     ///< extra elements per k/gate row
   int64_t pooledPad = 0;  ///< extra elements per pooled row
   int64_t slotPad = 0;    ///< extra elements per ring slot
+  int64_t inner = 1;      ///< innermost stride of k, gate, pooled, the ring
   int64_t metaStride = 1; ///< stride of metadata views
   int64_t guard = 16;     ///< elements before and after every buffer
 };
@@ -163,6 +167,7 @@ struct Outputs {
   std::vector<uint8_t> closedRows, pooled, ring;
   bool canaries = true;  ///< guards, padding and every input unchanged
   bool untouched = true; ///< no output changed at all
+  uint64_t statusWord = 0; ///< the calls' status word (device runs)
 };
 
 /// Runs the `ops` of one call on the device (kernels) or on the host
@@ -176,14 +181,16 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
                 es = elementTypeSize(config.elementType), ms = l.metaStride;
   const reference::Geometry geometry{config.elementType, D, K,
                                      kSubnormalWeights};
-  Tensor k(es, {d.rows, D}, {D + l.rowPad, 1}, G),
-      g(es, {d.rows, D}, {D + l.rowPad, 1}, G), ape(4, {K, D}, {}, G),
+  const int64_t I = l.inner;
+  Tensor k(es, {d.rows, D}, {D * I + l.rowPad, I}, G),
+      g(es, {d.rows, D}, {D * I + l.rowPad, I}, G), ape(4, {K, D}, {}, G),
       iro(4, {d.B + 1}, {ms}, G), cache(4, {d.B}, {ms}, G),
       slots(4, {d.B}, {ms}, G), proOut(4, {d.B + 1}, {ms}, G),
       proGiven(4, {d.B + 1}, {ms}, G), closed(4, {d.B}, {ms}, G),
-      closedRows(es, {d.B, D}, {D + l.pooledPad, 1}, G),
-      pooled(es, {pooledRows, D}, {D + l.pooledPad, 1}, G),
-      ring(es, {d.maxSlots, 2, K, D}, {2 * K * D + l.slotPad, K * D, D, 1}, G);
+      closedRows(es, {d.B, D}, {D * I + l.pooledPad, I}, G),
+      pooled(es, {pooledRows, D}, {D * I + l.pooledPad, I}, G),
+      ring(es, {d.maxSlots, 2, K, D},
+           {2 * K * D * I + l.slotPad, K * D * I, D * I, I}, G);
   std::mt19937 rng(99);
   k.fillRandom(rng, d.k);
   g.fillRandom(rng, d.g);
@@ -250,7 +257,11 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       }
     }
     cuda::OwnedStream stream;
-    Stream on = stream.stream();
+    // Every call records its smallest bad-metadata finding in one status
+    // word (docs/semantics.md, "The status word").
+    Tensor status(8, {1});
+    status.upload(stream.get());
+    Stream on(stream.get(), static_cast<uint64_t *>(status.deviceView().data));
     for (Tensor *t : inputs)
       t->upload(stream.get());
     for (Tensor *t : outputs)
@@ -278,6 +289,8 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       t->image = t->download(stream.get());
     for (Tensor *t : outputs)
       t->image = t->download(stream.get());
+    std::vector<uint8_t> word = status.download(stream.get());
+    std::memcpy(&out.statusWord, word.data(), 8);
   } else {
     if (ops & RingClose)
       reference::ringClose(geometry, closedRows.hostView(), closed.hostView(),
@@ -473,6 +486,7 @@ void caseRagged(const KernelSet &kernels) {
   {
     Case c(describe(config) + ": (a) ragged call, all four ops vs reference");
     compareWithReference(c, config, gpu, ref, closedScales, pooledScales);
+    c.check(gpu.statusWord == 0, "the status word stays 0");
     if (config.kpool > 1) {
       int64_t closedCount = 0;
       for (uint32_t v : gpu.closed)
@@ -579,7 +593,7 @@ void caseSpeculative(const KernelSet &kernels, int64_t count) {
                            uint64_t(config.elementType) * 7919);
   std::mt19937 rng(29);
   std::normal_distribution<float> apeDist(0.f, 2.f);
-  int64_t ok = 0, steps = 0, verifies = 0, pools = 0;
+  int64_t ok = 0, steps = 0, verifies = 0, pools = 0, fusedSchedules = 0;
   std::string firstFailure;
   for (int64_t i = 0; i < count; ++i) {
     int64_t d = pick.range(1, 7);
@@ -592,6 +606,10 @@ void caseSpeculative(const KernelSet &kernels, int64_t count) {
     for (float &a : ape)
       a = apeDist(rng);
     DeviceSchedule schedule(kernels, seqs, 6, ape, window);
+    // Every other schedule runs each call as one fused kpool.step on the
+    // same ring window.
+    schedule.fused = i % 2 == 1;
+    fusedSchedules += schedule.fused;
     Status status;
     for (const auto &step : plan.steps) {
       std::vector<int64_t> counts(seqs.size(), -1), accepted(seqs.size(), -1);
@@ -630,8 +648,9 @@ void caseSpeculative(const KernelSet &kernels, int64_t count) {
                                                  : "; first failure: " +
                                                        firstFailure));
   c.note(std::to_string(ok) + " of " + std::to_string(count) +
-         " schedules exact, " + std::to_string(steps) + " calls, " +
-         std::to_string(verifies) + " verify steps rolled back, " +
+         " schedules exact (" + std::to_string(fusedSchedules) +
+         " of them through the fused kpool.step), " + std::to_string(steps) +
+         " calls, " + std::to_string(verifies) + " verify steps rolled back, " +
          std::to_string(pools) + " pools checked");
 }
 
@@ -660,9 +679,15 @@ void caseStrided(const KernelSet &kernels) {
   Layout misaligned;
   misaligned.name = "every base one element past alignment";
   misaligned.guard = 1;
-  for (const Layout &l : {padded, metadata, misaligned}) {
+  Layout inner;
+  inner.name = "k, gate, pooled and ring rows with innermost stride 2 (the "
+               "general-stride kernels)";
+  inner.inner = 2;
+  for (const Layout &l : {padded, metadata, misaligned, inner}) {
+    int64_t stridedBefore = kernelLaunches("_strided");
     Outputs s =
         run(config, &kernels, d, l, Validation::Check, AllOps, pro.back());
+    int64_t strided = kernelLaunches("_strided") - stridedBefore;
     bool same = s.status.ok() && dense.status.ok() && s.pro == dense.pro &&
                 s.closed == dense.closed && s.closedRows == dense.closedRows &&
                 s.pooled == dense.pooled && s.ring == dense.ring;
@@ -671,6 +696,17 @@ void caseStrided(const KernelSet &kernels) {
                       (s.status.ok() ? std::string()
                                      : " (" + s.status.message() + ")"));
     c.check(s.canaries, "padding and guards intact, inputs unchanged");
+    // Through the emulated driver: which kernels ran. kpool's
+    // general-stride kernels (ring_close, compress, seed_tail; pool_offsets
+    // has one kernel) take views whose innermost stride is not 1.
+    if (stridedBefore >= 0) {
+      bool want = l.inner != 1;
+      c.check(want ? strided == 3 : strided == 0,
+              std::string(want ? "ring_close, compress and seed_tail ran "
+                                 "their general-stride kernels"
+                               : "no general-stride kernel ran") +
+                  " (" + std::to_string(strided) + " launches)");
+    }
   }
 }
 
@@ -718,6 +754,10 @@ void caseBadMetadata(const KernelSet &kernels) {
     std::vector<double> scales =
         callScales(config, d, std::max(d.B, pooledRows));
     compareWithReference(c, config, gpu, ref, scales, scales);
+    Status word = statusWordError(gpu.statusWord);
+    c.check(!word.ok() && word.message().find("request ") != std::string::npos,
+            "the status word records a finding naming a request");
+    c.note("status word: \"" + word.message() + "\"");
   }
 }
 

@@ -662,4 +662,18 @@ CUresult kpoolEmuLaunches(int64_t *launches, int64_t *withFindings,
   return CUDA_SUCCESS;
 }
 
+CUresult kpoolEmuKernelLaunches(const char *part, int64_t *launches) {
+  Entry e("kpoolEmuKernelLaunches", Entry::Init);
+  if (e.failed())
+    return e.status();
+  if (!part || !launches)
+    return CUDA_ERROR_INVALID_VALUE;
+  int64_t n = 0;
+  for (const auto &[name, count] : state().launchesByKernel)
+    if (name.find(part) != std::string::npos)
+      n += count;
+  *launches = n;
+  return CUDA_SUCCESS;
+}
+
 } // extern "C"

@@ -216,10 +216,12 @@ struct Driver {
           failedLaunches = 0;
   int64_t moduleLoads = 0;
   std::map<std::string, int64_t> loadsByModule;
+  std::map<std::string, int64_t> launchesByKernel;
   /// Per-kernel totals for KPOOL_EMU_PROFILE.
   struct KernelTotals {
     int64_t launches = 0;
     emu::Counters counters;
+    double cpuSeconds = 0; // in the executor, summed over the launches
   };
   std::map<std::string, KernelTotals> profile;
 };

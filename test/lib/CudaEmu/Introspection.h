@@ -37,6 +37,10 @@ CUresult kpoolEmuModuleLoads(int64_t *loads, int64_t *modules,
 CUresult kpoolEmuLaunches(int64_t *launches, int64_t *withFindings,
                           int64_t *failed);
 
+/** Kernel launches executed so far of the kernels whose name contains
+ *  `part` (the empty string: every kernel). */
+CUresult kpoolEmuKernelLaunches(const char *part, int64_t *launches);
+
 #ifdef __cplusplus
 }
 #endif

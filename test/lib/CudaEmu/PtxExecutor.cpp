@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <sstream>
 
 using namespace kpool::emu;
@@ -140,11 +141,36 @@ void Launch::reportLaunch(Finding::Kind kind, bool fatal,
 // launch.
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+double threadCpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+LaunchResult run(const FunctionImpl &fn, Dim3 grid, Dim3 block,
+                 uint32_t dynamicSharedBytes, void *const *params,
+                 const MemoryMap &memory, const Options &options);
+
+} // namespace
+
 LaunchResult kpool::emu::launch(const Function &function, Dim3 grid, Dim3 block,
                                 uint32_t dynamicSharedBytes,
                                 void *const *params, const MemoryMap &memory,
                                 const Options &options) {
-  const auto &fn = static_cast<const FunctionImpl &>(function);
+  double start = threadCpuSeconds();
+  LaunchResult result = run(static_cast<const FunctionImpl &>(function), grid,
+                            block, dynamicSharedBytes, params, memory, options);
+  result.cpuSeconds = threadCpuSeconds() - start;
+  return result;
+}
+
+namespace {
+
+LaunchResult run(const FunctionImpl &fn, Dim3 grid, Dim3 block,
+                 uint32_t dynamicSharedBytes, void *const *params,
+                 const MemoryMap &memory, const Options &options) {
   Launch L(fn, memory, options);
   L.approx.adversarial = options.approx == Approx::Adversarial;
   L.approx.seed = options.approxSeed;
@@ -213,6 +239,7 @@ LaunchResult kpool::emu::launch(const Function &function, Dim3 grid, Dim3 block,
     w.local = local.data() + size_t(i) * 32 * L.localStride;
   }
   L.sanitizer.start(L.sharedBytes, options.racecheck || options.initcheck);
+  buildViews(L);
 
   std::vector<uint64_t> order(L.blocksInGrid);
   for (uint64_t i = 0; i < L.blocksInGrid; ++i)
@@ -237,7 +264,11 @@ LaunchResult kpool::emu::launch(const Function &function, Dim3 grid, Dim3 block,
                    std::to_string(L.droppedFindings) +
                        " more findings at other lines were not kept");
   result.completed = !L.failed;
+  result.illegalAddress = L.illegalAddress;
+  result.misaligned = L.misaligned;
   result.findings = std::move(L.findings);
   result.counters = L.counters;
   return result;
 }
+
+} // namespace

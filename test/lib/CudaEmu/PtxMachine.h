@@ -62,6 +62,22 @@ struct BarrierState {
   uint32_t expected = 0; // the thread count operand (0: every live thread)
 };
 
+/// memcheck's view check: the byte range [lo, hi) a memref descriptor
+/// among the kernel's parameters (its aligned pointer at `param`) may
+/// describe.
+struct ViewRange {
+  uint64_t lo = 0, hi = 0;
+  uint32_t param = 0;
+};
+/// The views in one allocation; `checked` is false when some parameter
+/// points into it that is not a descriptor's, or a descriptor pointing
+/// into it cannot be read: then only the allocation's bounds are checked.
+struct AllocationViews {
+  uint64_t base = 0, bytes = 0;
+  bool checked = true;
+  std::vector<ViewRange> ranges;
+};
+
 struct Launch {
   Launch(const FunctionImpl &f, const MemoryMap &m, const Options &o)
       : fn(f), module(*f.module), memory(m), options(o) {}
@@ -98,11 +114,18 @@ struct Launch {
   Counters counters;
   uint64_t warpInstructions = 0;
 
+  /// Views by allocation (PtxMemoryOps.cpp, buildViews); empty without
+  /// memcheck or descriptors.
+  std::vector<AllocationViews> views;
+  size_t lastViews = 0;
+
   std::vector<Finding> findings;
   std::map<std::pair<int, uint32_t>, std::pair<size_t, uint64_t>>
       findingIndex; // (kind, line) -> (index in findings, repeats)
   uint64_t droppedFindings = 0;
   bool failed = false; // a fatal finding: stop
+  bool illegalAddress = false; // stopped at a memory error
+  bool misaligned = false;     // ... a misaligned access
 
   uint64_t rngState = 0;
   uint64_t random();
@@ -150,6 +173,10 @@ inline void setPred(uint32_t &p, uint32_t lanes, uint32_t bits) {
 /// Runs block L.blockLinear of the launch to its end, a deadlock or a
 /// fatal finding (PtxScheduler.cpp).
 void runBlock(Launch &L);
+
+/// Fills L.views from the kernel's memref descriptors and the allocations
+/// their pointers are in (PtxMemoryOps.cpp).
+void buildViews(Launch &L);
 
 /// The coordinates of linear index `i` in `extent` (x fastest).
 Dim3 unlinearize(uint64_t i, Dim3 extent);

@@ -7,9 +7,12 @@
 // byte moves the whole warp access is checked (memcheck): alignment to the
 // access size, bounds of the state space, and for global memory a live
 // allocation that holds it (one MemoryMap::find over the warp's span, lane
-// by lane only when that fails). A failing access is reported and stops
-// the launch, as the illegal address stops a real kernel, and nothing
-// outside the checked ranges is ever touched.
+// by lane only when that fails). A failing access stops the launch, as the
+// illegal address stops a real kernel, and nothing outside the checked
+// ranges is ever touched, whatever Options::memcheck says; memcheck makes
+// it a sanitizer finding (else an execution error) and adds the view check
+// (buildViews below): an access inside an allocation but outside every
+// view the kernel's memref parameters describe there is reported.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +55,58 @@ const char *spaceName(Space s) {
   return "?";
 }
 
+const AllocationViews *viewsOf(Launch &L, const Allocation &a) {
+  if (L.lastViews < L.views.size() && L.views[L.lastViews].base == a.base)
+    return &L.views[L.lastViews];
+  for (size_t i = 0; i < L.views.size(); ++i)
+    if (L.views[i].base == a.base) {
+      L.lastViews = i;
+      return &L.views[i];
+    }
+  return nullptr;
+}
+
+bool inRanges(const AllocationViews &v, uint64_t lo, uint64_t hi) {
+  for (const ViewRange &range : v.ranges)
+    if (lo >= range.lo && hi <= range.hi)
+      return true;
+  return false;
+}
+
+/// memcheck's view check of the `lanes`' accesses in allocation `a`, whose
+/// addresses span [lo, hi): reports the first lane outside every view the
+/// kernel's memref parameters describe in it (the access itself is inside
+/// the allocation and goes on).
+void checkViews(Launch &L, Warp &w, const Inst &in, const Allocation &a,
+                uint32_t lanes, const Resolved &r, uint32_t bytes,
+                const char *verb, uint64_t lo, uint64_t hi) {
+  const AllocationViews *v = viewsOf(L, a);
+  if (!v || !v->checked || inRanges(*v, lo, hi))
+    return;
+  bool reported = false;
+  forLanes(lanes, [&](uint32_t l) {
+    uint64_t x = r.address[l];
+    if (reported || inRanges(*v, x, x + bytes))
+      return;
+    reported = true;
+    std::string views;
+    for (const ViewRange &range : v->ranges)
+      views += (views.empty() ? "" : ", ") + std::string("param ") +
+               std::to_string(range.param) + ": bytes " +
+               std::to_string(range.lo - a.base) + ".." +
+               std::to_string(range.hi - a.base);
+    L.report(
+        Finding::Kind::Memcheck, false, &w, l, &in,
+        std::string("global ") + verb + " of " + std::to_string(bytes) +
+            " bytes at " + formatAddress(x) + " (byte " +
+            std::to_string(x - a.base) + " of the " + std::to_string(a.bytes) +
+            "-byte allocation at " + formatAddress(a.base) +
+            ") outside every view the kernel's memref parameters "
+            "describe in it (" +
+            (views.empty() ? std::string("none: empty views") : views) + ")");
+  });
+}
+
 /// Resolves and checks the lanes' accesses of `bytes` each; false (after
 /// a fatal report) when one is invalid.
 bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes, uint32_t bytes,
@@ -62,7 +117,11 @@ bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes, uint32_t bytes,
   uint64_t paramBase = reinterpret_cast<uint64_t>(L.params.data());
   uint64_t lo = ~0ull, hi = 0;
   auto bad = [&](uint32_t l, Space sp, const std::string &why) {
-    L.report(Finding::Kind::Memcheck, true, &w, l, &in,
+    // The access stops the launch whether or not memcheck reports it.
+    L.illegalAddress = true;
+    L.report(L.options.memcheck ? Finding::Kind::Memcheck
+                                : Finding::Kind::Execution,
+             true, &w, l, &in,
              std::string("invalid ") + spaceName(sp) + " " + verb + " of " +
                  std::to_string(bytes) + " bytes at " +
                  formatAddress(r.address[l]) + ": " + why);
@@ -96,6 +155,7 @@ bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes, uint32_t bytes,
     }
     r.space[l] = uint8_t(sp);
     if (off % bytes != 0) {
+      L.misaligned = true;
       ok = bad(l, sp,
                "misaligned: the address must be a multiple of " +
                    std::to_string(bytes));
@@ -155,18 +215,26 @@ bool resolve(Launch &L, Warp &w, const Inst &in, uint32_t lanes, uint32_t bytes,
   });
   if (!ok || !r.global)
     return ok;
-  if (hi > lo && L.memory.find(lo, hi - lo))
-    return true;
+  if (hi > lo) {
+    if (const Allocation *a = L.memory.find(lo, hi - lo)) {
+      if (!L.views.empty())
+        checkViews(L, w, in, *a, r.global, r, bytes, verb, lo, hi);
+      return true;
+    }
+  }
   forLanes(r.global, [&](uint32_t l) {
     if (!ok)
       return;
     uint64_t a = r.address[l];
-    if (a + bytes < a ||
-        (!L.memory.find(a, bytes) && !L.module.variableAt(a, bytes))) {
+    const Allocation *in_ = a + bytes < a ? nullptr : L.memory.find(a, bytes);
+    if (a + bytes < a || (!in_ && !L.module.variableAt(a, bytes))) {
       ok = bad(l, Space::Global,
                a + bytes < a ? std::string("the range wraps around")
                              : "outside every live allocation");
+      return;
     }
+    if (in_ && !L.views.empty())
+      checkViews(L, w, in, *in_, 1u << l, r, bytes, verb, a, a + bytes);
   });
   return ok;
 }
@@ -343,6 +411,101 @@ void cvta(Launch &L, Warp &w, const Inst &in, uint32_t lanes) {
 }
 
 } // namespace
+
+void kpool::emu::ptx::buildViews(Launch &L) {
+  const FunctionImpl &fn = L.fn;
+  L.views.clear();
+  L.lastViews = 0;
+  if (!L.options.memcheck || fn.descriptors.empty())
+    return;
+  auto word = [&](uint32_t i) {
+    uint64_t v = 0;
+    std::memcpy(&v, L.params.data() + fn.params_[i].offset, 8);
+    return v;
+  };
+  auto entry = [&](const Allocation &a) -> AllocationViews & {
+    for (AllocationViews &v : L.views)
+      if (v.base == a.base)
+        return v;
+    L.views.push_back(AllocationViews{a.base, a.bytes, true, {}});
+    return L.views.back();
+  };
+  std::vector<bool> explained(fn.params_.size(), false);
+  for (const FunctionImpl::Descriptor &d : fn.descriptors) {
+    uint64_t aligned = word(d.first + 1);
+    const Allocation *a = L.memory.find(aligned, 1);
+    if (!a)
+      continue; // null, or not device memory: the allocation check only
+    explained[d.first] = explained[d.first + 1] = true;
+    AllocationViews &v = entry(*a);
+    // The PTX says only that `plain` .u64 parameters follow the pointers:
+    // the offset, sizes and strides of some rank r, then maybe .u64
+    // scalars. Every reading (r = 0, 1, ...) whose view fits the
+    // allocation for some element size counts, the true one among them,
+    // so the union of their ranges holds every access the true view
+    // allows. The element size is not in the PTX either: each reading
+    // takes the hull of its ranges for element sizes 1 up to the largest
+    // of 8, 4, 2, 1 that fits, which holds the true one. A view that fits
+    // no reading (it overruns its allocation) leaves the allocation
+    // unchecked.
+    int64_t offset = int64_t(word(d.first + 2));
+    bool readable = false;
+    ViewRange hull{~0ull, 0, d.first + 1};
+    for (uint32_t rank = 0; 1 + 2 * rank <= d.plain; ++rank) {
+      __int128 first = offset, last = offset; // elements, inclusive
+      bool empty = false, sane = true;
+      for (uint32_t k = 0; k < rank; ++k) {
+        int64_t size = int64_t(word(d.first + 3 + k));
+        int64_t stride = int64_t(word(d.first + 3 + rank + k));
+        if (size < 0 || size > (int64_t(1) << 48)) {
+          sane = false;
+          break;
+        }
+        if (size == 0) {
+          empty = true;
+          continue;
+        }
+        __int128 extent = __int128(size - 1) * stride;
+        (extent < 0 ? first : last) += extent;
+      }
+      if (!sane)
+        continue;
+      if (empty) {
+        readable = true; // an empty view: nothing to add
+        continue;
+      }
+      for (int64_t e : {8, 4, 2, 1}) {
+        // The hull over element sizes 1..e (a smaller one fits when e
+        // does).
+        __int128 lo = __int128(aligned) + (first < 0 ? e * first : first);
+        __int128 hi =
+            __int128(aligned) + (last < 0 ? last + 1 : e * (last + 1));
+        if (lo < __int128(a->base) || hi > __int128(a->base) + a->bytes)
+          continue;
+        hull.lo = std::min(hull.lo, uint64_t(lo));
+        hull.hi = std::max(hull.hi, uint64_t(hi));
+        readable = true;
+        break;
+      }
+    }
+    // One range per descriptor: the hull of its readings' (a superset of
+    // their union).
+    if (hull.lo < hull.hi)
+      v.ranges.push_back(hull);
+    if (!readable)
+      v.checked = false;
+  }
+  // Any other parameter that points into an allocation with views: the
+  // kernel may reach it through that pointer, anywhere.
+  for (uint32_t i = 0; i < fn.params_.size(); ++i) {
+    if (explained[i] || fn.params_[i].size != 8)
+      continue;
+    if (const Allocation *a = L.memory.find(word(i), 1))
+      for (AllocationViews &v : L.views)
+        if (v.base == a->base)
+          v.checked = false;
+  }
+}
 
 Handler kpool::emu::ptx::selectLoad() { return load; }
 Handler kpool::emu::ptx::selectStore() { return store; }

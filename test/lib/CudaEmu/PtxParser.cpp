@@ -279,6 +279,8 @@ bool Parser::function(const RawStatement &header) {
   fn->name_ = w[i++];
   fn->module = module.get();
   FunctionBuilder b(*fn, globals);
+  // Per parameter: 1 a .u64 with .ptr, 2 a .u64 without, 0 anything else.
+  std::vector<uint8_t> shapes;
   if (i < w.size() && w[i] == "(") {
     ++i;
     while (i < w.size() && w[i] != ")") {
@@ -299,8 +301,20 @@ bool Parser::function(const RawStatement &header) {
       fn->paramBytes = p.offset + p.size;
       b.locals[d.name] = Symbol{Space::Param, p.offset, p.size};
       fn->params_.push_back(p);
+      bool u64 = d.vec == 1 && d.count == 1 && d.bytes() == 8 &&
+                 (d.type == ".u64" || d.type == ".b64" || d.type == ".s64");
+      shapes.push_back(u64 ? (d.pointer ? 1 : 2) : 0);
     }
     ++i;
+  }
+  for (size_t k = 0; k + 1 < shapes.size(); ++k) {
+    if (shapes[k] != 1 || shapes[k + 1] != 1)
+      continue;
+    size_t e = k + 2;
+    while (e < shapes.size() && shapes[e] == 2)
+      ++e;
+    if (e > k + 2)
+      fn->descriptors.push_back({uint32_t(k), uint32_t(e - k - 2)});
   }
   uint32_t ntid[3] = {0, 0, 0};
   for (; i < w.size(); ++i) {

@@ -184,6 +184,15 @@ public:
 
   std::string name_;
   std::vector<Param> params_;
+  /// Candidate memref descriptors among the parameters (memcheck's view
+  /// check): two `.ptr` .u64 parameters (MLIR's allocated and aligned
+  /// pointers) at `first`, followed by `plain` .u64 parameters without
+  /// `.ptr` -- the offset, sizes and strides (1 + 2 * rank of them), and
+  /// possibly .u64 scalars after them, which the PTX cannot tell apart.
+  struct Descriptor {
+    uint32_t first = 0, plain = 0;
+  };
+  std::vector<Descriptor> descriptors;
   uint32_t paramBytes = 0;
   uint32_t staticShared = 0;
   /// Offset of the dynamic (.extern .shared) window: static bytes rounded up

@@ -231,6 +231,7 @@ bool kpool::emu::ptx::parseDeclaration(const std::vector<std::string> &w,
       d.space = t;
     } else if (t == ".ptr") {
       afterPtr = true;
+      d.pointer = true;
     } else if (t == ".align") {
       if (i + 1 >= w.size()) {
         error = "'.align' without a value";

@@ -51,6 +51,7 @@ struct Declaration {
   uint64_t count = 1; // elements (product of the dimensions)
   bool unsized = false;
   bool isExtern = false;
+  bool pointer = false; // a parameter with `.ptr` (a pointer MLIR passed)
   std::vector<std::string> init; // flattened initializer literals
   uint64_t bytes() const { return uint64_t(typeBytes(type)) * vec * count; }
 };

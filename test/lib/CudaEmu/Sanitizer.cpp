@@ -89,8 +89,14 @@ void kpool::emu::ptx::checkAccess(Launch &L, Warp &w, uint32_t lane,
     if (kind == AccessKind::Read || kind == AccessKind::ReadNonCoherent) {
       if (init && !cell->writer.thread)
         uninitialized = true;
-      if (race && !hazard && c.conflicts(cell->writer, false)) {
-        hazard = cell->writer.atomic ? "read-after-atomic" : "read-after-write";
+      // A read racing with atomics is the compare-and-swap loop's first
+      // read (the CUDA Programming Guide's atomicCAS idiom: a plain read
+      // of the current value, then atom.cas, which retries with the value
+      // it finds); it may see any value the location held, and the CAS
+      // checks it. Not a hazard; a read racing with a plain write is.
+      if (race && !hazard && !cell->writer.atomic &&
+          c.conflicts(cell->writer, false)) {
+        hazard = "read-after-write";
         other = cell->writer;
       }
       if (kind == AccessKind::ReadNonCoherent && cell->writer.thread &&
@@ -104,8 +110,8 @@ void kpool::emu::ptx::checkAccess(Launch &L, Warp &w, uint32_t lane,
         if (c.conflicts(cell->writer, atomic)) {
           hazard = atomic ? "atomic-after-write" : "write-after-write";
           other = cell->writer;
-        } else if (c.conflicts(cell->reader, atomic)) {
-          hazard = atomic ? "atomic-after-read" : "write-after-read";
+        } else if (!atomic && c.conflicts(cell->reader, false)) {
+          hazard = "write-after-read"; // (atomics after reads: see above)
           other = cell->reader;
         }
       }

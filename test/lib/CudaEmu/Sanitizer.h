@@ -8,7 +8,10 @@
 // block and a bar.sync released in between, or same warp and a
 // bar.warp.sync both took part in in between. Threads of different blocks
 // are never ordered (there is no barrier across blocks), so on global
-// memory any such pair is a race unless both are atomics.
+// memory any such pair is a race unless both are atomics, or one is an
+// atomic and the other a read: the compare-and-swap loop reads the
+// current value plainly, then atom.cas checks it (the CUDA Programming
+// Guide's idiom; kpool's status word is kept that way).
 //
 // Shared memory records of another block are stale (blocks run one after
 // another on one buffer) and count as never written, which is also what

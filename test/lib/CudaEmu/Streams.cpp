@@ -194,6 +194,7 @@ void driver::execute(Stream &stream, const KernelLaunch &launch) {
       emu::launch(*launch.function, launch.grid, launch.block,
                   launch.dynamicShared, pointers.data(), d.memory, options);
   ++stream.launches;
+  ++d.launchesByKernel[launch.function->name()];
   if (!d.settings.profilePath.empty())
     profileLaunch(number, stream, launch, result);
   std::string where = "launch " + std::to_string(number) + " of " +
@@ -215,12 +216,11 @@ void driver::execute(Stream &stream, const KernelLaunch &launch) {
   }
   if (!result.completed) {
     ++d.failedLaunches;
-    CUresult code = CUDA_ERROR_LAUNCH_FAILED;
-    for (const Finding &f : result.findings)
-      if (f.kind == Finding::Kind::Memcheck) {
-        code = CUDA_ERROR_ILLEGAL_ADDRESS;
-        break;
-      }
+    // A memory error is the illegal (or misaligned) address whether or
+    // not memcheck reported it.
+    CUresult code = result.misaligned       ? CUDA_ERROR_MISALIGNED_ADDRESS
+                    : result.illegalAddress ? CUDA_ERROR_ILLEGAL_ADDRESS
+                                            : CUDA_ERROR_LAUNCH_FAILED;
     const char *name = nullptr;
     cuGetErrorName(code, &name);
     say(where + " failed: " + name +
@@ -283,6 +283,7 @@ void profileLaunch(int64_t number, const Stream &stream,
   Driver::KernelTotals &totals = state().profile[launch.function->name()];
   ++totals.launches;
   totals.counters += result.counters;
+  totals.cpuSeconds += result.cpuSeconds;
   FILE *f = profileFile();
   if (!f)
     return;
@@ -290,12 +291,12 @@ void profileLaunch(int64_t number, const Stream &stream,
       f,
       "{\"emulated\":true,\"record\":\"launch\",\"launch\":%lld,\"kernel\":"
       "\"%s\",\"stream\":%llu,\"grid\":%s,\"block\":%s,\"dynamic_shared\":%u,"
-      "\"completed\":%s,\"findings\":%zu,%s}\n",
+      "\"completed\":%s,\"findings\":%zu,\"cpu_seconds\":%.6f,%s}\n",
       (long long)number, launch.function->name().c_str(),
       (unsigned long long)stream.id, dims(launch.grid).c_str(),
       dims(launch.block).c_str(), launch.dynamicShared,
       result.completed ? "true" : "false", result.findings.size(),
-      countersJson(result.counters).c_str());
+      result.cpuSeconds, countersJson(result.counters).c_str());
 }
 
 } // namespace
@@ -310,8 +311,8 @@ void driver::writeProfileTotals() {
   for (const auto &[name, totals] : d.profile)
     std::fprintf(f,
                  "{\"emulated\":true,\"record\":\"kernel\",\"kernel\":\"%s\","
-                 "\"launches\":%lld,%s}\n",
-                 name.c_str(), (long long)totals.launches,
+                 "\"launches\":%lld,\"cpu_seconds\":%.6f,%s}\n",
+                 name.c_str(), (long long)totals.launches, totals.cpuSeconds,
                  countersJson(totals.counters).c_str());
   std::fflush(f);
 }

@@ -35,6 +35,8 @@ struct Emulated {
   CUresult (*streamLaunches)(CUstream, int64_t *) = nullptr;
   CUresult (*streamId)(CUstream, int64_t *) = nullptr;
   CUresult (*moduleLoads)(int64_t *, int64_t *, int64_t *) = nullptr;
+  CUresult (*launches)(int64_t *, int64_t *, int64_t *) = nullptr;
+  CUresult (*kernelLaunches)(const char *, int64_t *) = nullptr;
 } emulated;
 
 const char *resultName(int result) {
@@ -99,6 +101,10 @@ void checkDriver() {
       dlsym(lib, "kpoolEmuStreamId"));
   emulated.moduleLoads = reinterpret_cast<decltype(emulated.moduleLoads)>(
       dlsym(lib, "kpoolEmuModuleLoads"));
+  emulated.launches = reinterpret_cast<decltype(emulated.launches)>(
+      dlsym(lib, "kpoolEmuLaunches"));
+  emulated.kernelLaunches = reinterpret_cast<decltype(emulated.kernelLaunches)>(
+      dlsym(lib, "kpoolEmuKernelLaunches"));
   auto check = [](CUresult r, const char *call) {
     if (r != CUDA_SUCCESS)
       noDevice(std::string(call) + " failed with " + std::to_string(r) + " (" +
@@ -163,6 +169,20 @@ int64_t gpu::streamId(void *stream) {
 bool gpu::moduleLoads(int64_t &loads, int64_t &modules, int64_t &mostOfOne) {
   return emulatedDriver() &&
          emulated.moduleLoads(&loads, &modules, &mostOfOne) == CUDA_SUCCESS;
+}
+
+bool gpu::emulatedLaunches(int64_t &launches, int64_t &withFindings,
+                           int64_t &failed) {
+  return emulatedDriver() && emulated.launches &&
+         emulated.launches(&launches, &withFindings, &failed) == CUDA_SUCCESS;
+}
+
+int64_t gpu::kernelLaunches(const std::string &part) {
+  int64_t n = -1;
+  if (!emulatedDriver() || !emulated.kernelLaunches ||
+      emulated.kernelLaunches(part.c_str(), &n) != CUDA_SUCCESS)
+    n = -1;
+  return n;
 }
 
 namespace {

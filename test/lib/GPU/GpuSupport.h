@@ -49,6 +49,15 @@ int64_t streamId(void *stream);
 /// one module; false on a real driver.
 bool moduleLoads(int64_t &loads, int64_t &modules, int64_t &mostOfOne);
 
+/// Kernel launches the emulated driver executed so far (a launch executes
+/// when something waits for its stream), those with sanitizer findings
+/// and those that failed; false on a real driver.
+bool emulatedLaunches(int64_t &launches, int64_t &withFindings,
+                      int64_t &failed);
+/// Launches executed so far of the kernels whose name contains `part`
+/// (e.g. "_compress_strided"); -1 on a real driver.
+int64_t kernelLaunches(const std::string &part);
+
 /// A running FNV-1a digest of every byte Tensor::download returned, so that
 /// runs can be compared bit for bit (e.g. under different emulated
 /// schedules) by one line.
