@@ -45,9 +45,11 @@ A Python block that stops on `import torch` where PyTorch is not installed
 is reported as needing it, not as failed.
 
 Prints one line per block, then "N snippets run, M marked not run, F
-failed"; exits 1 when any block fails or, with --expect-counts, when the
-counts the given file states ("**N** code blocks run ... **M** are marked
-not run") are not these.
+failed" (F: blocks that ran and failed, and blocks neither run nor
+properly marked); exits 1 when F is not 0 or, with --expect-counts, when
+the counts the given file states ("**N** code blocks run ... **M** are
+marked not run") are not N (with the blocks that need a missing module)
+and M.
 """
 
 import argparse
@@ -57,6 +59,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,8 +74,8 @@ NOT_RUN = re.compile(r"^\s*(#|//)\s*not run\b:?\s*(.*)$")
 # Modules a Python block may need that a machine may lack.
 OPTIONAL_MODULES = {"torch"}
 # A count sentence of --expect-counts.
-COUNTS = re.compile(r"\*\*(\d+)\*\* code blocks run\b.*?\*\*(\d+)\*\* (?:are|is) "
-                    r"marked not run", re.S)
+COUNTS = re.compile(r"\*\*(\d+)\*\*\s+code\s+blocks\s+run\b.*?\*\*(\d+)\*\*\s+"
+                    r"(?:are|is)\s+marked\s+not\s+run", re.S)
 MLIR_UNIT = re.compile(r"^\s*(func\.func|module|gpu\.module|llvm\.func|"
                        r"\"?builtin\.module)\b", re.M)
 MLIR_VALUE = re.compile(r"%[A-Za-z_$.\-0-9]+")
@@ -276,7 +279,8 @@ class Runner:
 
     def run_file(self, md):
         """[(line, lang, status, detail, seconds)], status one of ok,
-        FAILED, marked, text, missing."""
+        FAILED (ran and failed), invalid (neither runs nor is marked),
+        marked, text, missing."""
         rel = os.path.relpath(md, self.src)
         scratch = self.scratch(md)
         results = []
@@ -290,7 +294,7 @@ class Runner:
                 results.append((line, lang or "text", "text", "", 0))
                 continue
             if lang not in COMMENT:
-                results.append((line, lang, "FAILED",
+                results.append((line, lang, "invalid",
                                 f"no runner for '{lang}' blocks: run it in "
                                 "another language, mark it not run or make "
                                 "it text", 0))
@@ -300,7 +304,7 @@ class Runner:
                 if reason:
                     results.append((line, lang, "marked", reason, 0))
                 else:
-                    results.append((line, lang, "FAILED",
+                    results.append((line, lang, "invalid",
                                     "marked not run without a reason: the "
                                     f"first line must be `{COMMENT[lang]} not "
                                     "run: <reason>`", 0))
@@ -377,6 +381,8 @@ def main():
                              "order)")
     parser.add_argument("--timeout", type=int, default=TIMEOUT,
                         help="seconds a block may run")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the scratch directory (printed)")
     parser.add_argument("--expect-counts",
                         help="a markdown file stating the counts")
     parser.add_argument("files", nargs="+")
@@ -392,9 +398,14 @@ def main():
         else:
             files.append(path)
     runner = Runner(args)
+    if args.keep:
+        print(f"scratch directory: {runner.root}")
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         done = list(pool.map(runner.run_file, files))
-    counts = {"ok": 0, "FAILED": 0, "marked": 0, "text": 0, "missing": 0}
+    if not args.keep:
+        shutil.rmtree(runner.root, ignore_errors=True)
+    counts = {"ok": 0, "FAILED": 0, "invalid": 0, "marked": 0, "text": 0,
+              "missing": 0}
     missing = set()
     for rel, results in done:
         for line, lang, status, detail, seconds in results:
@@ -402,7 +413,7 @@ def main():
             where = f"{rel}:{line} {lang}"
             if status == "ok":
                 print(f"{where}: ok ({seconds:.1f} s)")
-            elif status == "FAILED":
+            elif status in ("FAILED", "invalid"):
                 print(f"{where}: FAILED")
                 print("    " + detail.strip().replace("\n", "\n    "))
             elif status == "marked":
@@ -417,7 +428,7 @@ def main():
     if counts["missing"]:
         print(f"{counts['missing']} snippets need {', '.join(sorted(missing))}"
               ", which is not installed here")
-    failed, stale = counts["FAILED"], False
+    failed, stale = counts["FAILED"] + counts["invalid"], False
     if args.expect_counts:
         with open(args.expect_counts, encoding="utf-8") as f:
             m = COUNTS.search(f.read())
