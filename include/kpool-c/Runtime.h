@@ -16,10 +16,10 @@
 |*    rows of 'k'".                                                           *|
 |* A call that fails writes none of its outputs.                             *|
 |*                                                                            *|
-|* Views. Every operand is a KPoolView (kpool-c/View.h): data pointer, rank, *|
-|* sizes and strides counted in elements. Keys, gates, pooled keys and the   *|
-|* ring have the kernel set's element type (bf16 and f16 as their 16-bit    *|
-|* patterns), `ape` is f32, offsets, cache lengths and slots are uint32 and  *|
+|* Views. Every operand is a KPoolView (kpool/ABI/View.h): data pointer,    *|
+|* rank, sizes and strides counted in elements. Keys, gates, pooled keys and *|
+|* the ring have the kernel set's element type (bf16 and f16 as their       *|
+|* 16-bit patterns), `ape` is f32, offsets, cache lengths and slots are uint32 and  *|
 |* closed_pool is int32; the views carry no element type, so the caller     *|
 |* must get these right.                                                     *|
 |*                                                                            *|
@@ -28,7 +28,10 @@
 #ifndef KPOOL_C_RUNTIME_H
 #define KPOOL_C_RUNTIME_H
 
-#include "kpool-c/View.h"
+#include "kpool/ABI/Args.h"
+#include "kpool/ABI/CacheFormat.h"
+#include "kpool/ABI/StatusWord.h"
+#include "kpool/ABI/View.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -172,21 +175,8 @@ kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
                  const KPoolView *inputRowOffsets,
                  const KPoolView *cacheLengths, uint64_t *status, void *stream, bool validate);
 
-/// What a status word records: `(request << 8) | finding` (request 0 for
-/// KPOOL_STATUS_NUM_REQUESTS), the smallest over the findings the kernels'
-/// guards meet; 0 is nothing found (docs/semantics.md, "The status word").
-typedef enum KPoolStatusFinding {
-  KPOOL_STATUS_ROWS_REVERSED = 1,          ///< input_row_offsets[b+1] < [b]
-  KPOOL_STATUS_ROWS_PAST_K = 2,            ///< input_row_offsets[b+1] > rows of k
-  KPOOL_STATUS_SLOT_OUT_OF_RANGE = 3,      ///< slot_idx[b] >= max_slots
-  KPOOL_STATUS_POOL_RANGE_MISMATCH = 4,    ///< pool_row_offsets range != pools
-  KPOOL_STATUS_POOL_ROWS_PAST_OUTPUT = 5,  ///< pool_row_offsets[b+1] > rows
-  KPOOL_STATUS_POOLED_CAPACITY = 6,        ///< step: pools past the capacity
-  KPOOL_STATUS_TABLE_PAST_WIDTH = 7,       ///< page index >= table width
-  KPOOL_STATUS_TABLE_PADDING = 8,          ///< block_table entry -1
-  KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE = 9, ///< page >= the cache's pages
-  KPOOL_STATUS_NUM_REQUESTS = 10,          ///< num_requests outside [0, B]
-} KPoolStatusFinding;
+/// A status word records `(request << 8) | finding`, a KPoolStatusFinding
+/// (kpool/ABI/StatusWord.h).
 
 /// The error a status word holds: NULL for 0 (nothing found), else the
 /// request and field the kernels found at fault, e.g. "request 3:
@@ -255,24 +245,8 @@ kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
  * The pool cache (docs/pool-cache.md)
  *===----------------------------------------------------------------------===*/
 
-/// What the pool-cache kernels store per pool.
-typedef enum KPoolCacheEntry {
-  KPOOL_CACHE_NONE = 0,    ///< no pool-cache kernels
-  KPOOL_CACHE_ELEMENT = 1, ///< entries of the element type
-  KPOOL_CACHE_FP8 = 2,     ///< e4m3fn codes (bytes) with one f32 scale each
-} KPoolCacheEntry;
-
-/// The rotation before a pool enters the cache.
-typedef enum KPoolCacheRotate {
-  KPOOL_ROTATE_NONE = 0,
-  KPOOL_ROTATE_HADAMARD = 1, ///< head_dim must be a power of two
-} KPoolCacheRotate;
-
-/// How an FP8 entry's scale is chosen.
-typedef enum KPoolCacheScale {
-  KPOOL_SCALE_ABSMAX = 0, ///< max |y| / 448 (floored at 1e-4 / 448)
-  KPOOL_SCALE_POW2 = 1,   ///< the smallest power of two at or above that
-} KPoolCacheScale;
+/// The formats (KPoolCacheEntry, KPoolCacheRotate, KPoolCacheScale) are in
+/// kpool/ABI/CacheFormat.h.
 
 /// Like kpoolKernelSetCreateForTarget, with the pool-cache kernels of one
 /// format (kpoolCompressCache, kpoolRingCloseCache, kpoolStepCache) besides
@@ -346,26 +320,7 @@ KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckStepCache(
  * The kernel ABI
  *===----------------------------------------------------------------------===*/
 
-/// How a kernel uses an operand.
-typedef enum KPoolOperandRole {
-  KPOOL_OPERAND_OUTPUT = 0, ///< a view the kernel writes
-  KPOOL_OPERAND_INPUT = 1,  ///< a view the kernel reads
-  KPOOL_OPERAND_SCALAR = 2, ///< a value (int32_t for KPOOL_KIND_I32)
-  KPOOL_OPERAND_CONTEXT = 3, ///< the per-call context: the status word
-                             ///< (uint64_t *) and the caller's stream
-} KPoolOperandRole;
-
-/// What an operand's elements are.
-typedef enum KPoolOperandKind {
-  KPOOL_KIND_ELEMENT = 0, ///< the kernel set's element type
-  KPOOL_KIND_U32 = 1,     ///< metadata: 32-bit unsigned
-  KPOOL_KIND_I32 = 2,
-  KPOOL_KIND_F32 = 3,
-  KPOOL_KIND_STREAM = 4, ///< a CUstream as void * (KPOOL_OPERAND_CONTEXT)
-  KPOOL_KIND_CACHE_ENTRY = 5, ///< the pool-cache entry's element: the
-                              ///< element type, or FP8 e4m3fn bytes
-  KPOOL_KIND_U64 = 6, ///< the status word, as uint64_t * (KPOOL_OPERAND_CONTEXT)
-} KPoolOperandKind;
+/// KPoolOperandRole and KPoolOperandKind are in kpool/ABI/Args.h.
 
 /// One operand of a kernel.
 typedef struct KPoolOperandInfo {

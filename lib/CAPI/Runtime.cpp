@@ -9,9 +9,9 @@
 
 #include "kpool-c/Runtime.h"
 
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/StatusWord.h"
 #include "kpool/Runtime/Jit.h"
-#include "kpool/Runtime/KernelABI.h"
 #include "kpool/Runtime/KernelSet.h"
 #include "kpool/Runtime/PoolStore.h"
 
@@ -487,23 +487,6 @@ KPoolError *kpoolCheckStepCache(
                    });
 }
 
-// The C names of StatusWord.h's findings, code for code, and no finding
-// without one.
-#define KPOOL_STATUS_C_CODE(name, code, field, what) +1
-static_assert(0 KPOOL_STATUS_FINDINGS(KPOOL_STATUS_C_CODE) == 10,
-              "a finding without a KPOOL_STATUS_* name in kpool-c/Runtime.h");
-#undef KPOOL_STATUS_C_CODE
-static_assert(KPOOL_STATUS_ROWS_REVERSED == int(kpool::status::Finding::RowsReversed));
-static_assert(KPOOL_STATUS_ROWS_PAST_K == int(kpool::status::Finding::RowsPastK));
-static_assert(KPOOL_STATUS_SLOT_OUT_OF_RANGE == int(kpool::status::Finding::SlotOutOfRange));
-static_assert(KPOOL_STATUS_POOL_RANGE_MISMATCH == int(kpool::status::Finding::PoolRangeMismatch));
-static_assert(KPOOL_STATUS_POOL_ROWS_PAST_OUTPUT == int(kpool::status::Finding::PoolRowsPastOutput));
-static_assert(KPOOL_STATUS_POOLED_CAPACITY == int(kpool::status::Finding::PooledCapacity));
-static_assert(KPOOL_STATUS_TABLE_PAST_WIDTH == int(kpool::status::Finding::TablePastWidth));
-static_assert(KPOOL_STATUS_TABLE_PADDING == int(kpool::status::Finding::TablePadding));
-static_assert(KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE == int(kpool::status::Finding::TablePageOutOfRange));
-static_assert(KPOOL_STATUS_NUM_REQUESTS == int(kpool::status::Finding::NumRequests));
-
 KPoolError *kpoolStatusWordError(uint64_t word) {
   return wrap(kpool::statusWordError(word));
 }
@@ -604,19 +587,6 @@ struct AbiTable {
     }
   }
 };
-// The C enums are the C++ ones.
-static_assert(int(kpool::abi::Role::Output) == KPOOL_OPERAND_OUTPUT &&
-              int(kpool::abi::Role::Input) == KPOOL_OPERAND_INPUT &&
-              int(kpool::abi::Role::Scalar) == KPOOL_OPERAND_SCALAR &&
-              int(kpool::abi::Role::Context) == KPOOL_OPERAND_CONTEXT);
-static_assert(int(kpool::abi::Kind::Element) == KPOOL_KIND_ELEMENT &&
-              int(kpool::abi::Kind::U32) == KPOOL_KIND_U32 &&
-              int(kpool::abi::Kind::I32) == KPOOL_KIND_I32 &&
-              int(kpool::abi::Kind::F32) == KPOOL_KIND_F32 &&
-              int(kpool::abi::Kind::Stream) == KPOOL_KIND_STREAM &&
-              int(kpool::abi::Kind::CacheEntry) == KPOOL_KIND_CACHE_ENTRY &&
-              int(kpool::abi::Kind::U64) == KPOOL_KIND_U64);
-
 const AbiTable &abiTable() {
   static const AbiTable *table = new AbiTable;
   return *table;

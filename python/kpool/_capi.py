@@ -1,4 +1,4 @@
-"""ctypes bindings of libKPoolCAPI.so (kpool-c/View.h, kpool-c/Runtime.h).
+"""ctypes bindings of libKPoolCAPI.so (kpool-c/Runtime.h).
 
 The kernels' C functions (kpoolCompress, ...) are declared from the kernel
 ABI the library describes (kpoolKernelAbiGetKernel): :func:`kernels` lists
@@ -49,6 +49,7 @@ KIND_F32 = 3
 KIND_STREAM = 4
 KIND_CACHE_ENTRY = 5
 KIND_U64 = 6
+KIND_CACHE_SCALE = 7
 
 CACHE_NONE = 0
 CACHE_ELEMENT = 1

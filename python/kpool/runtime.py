@@ -653,7 +653,8 @@ class KernelSet:
                                            else self.dtype),
                   _capi.KIND_U32: np.dtype(np.uint32),
                   _capi.KIND_I32: np.dtype(np.int32),
-                  _capi.KIND_F32: np.dtype(np.float32)}
+                  _capi.KIND_F32: np.dtype(np.float32),
+                  _capi.KIND_CACHE_SCALE: np.dtype(np.float32)}
         operands.setdefault("stream", None)
         operands.setdefault("status", None)
         device = self.target == "cuda"

@@ -104,7 +104,7 @@ void die(const Status &s) {
 
 /// The expected cache after one call: every pool the call produced, from
 /// the device's dense rows, placed by the reference.
-void expectEntries(ElementType type, const reference::CacheFormat &f,
+void expectEntries(ElementType type, const CacheFormat &f,
                    View hostKeys,
                    View hostScales, View table,
                    const std::vector<uint8_t> &closed,
@@ -135,7 +135,7 @@ void expectEntries(ElementType type, const reference::CacheFormat &f,
   }
 }
 
-int run(const KernelSet &kernels, const reference::CacheFormat &format,
+int run(const KernelSet &kernels, const CacheFormat &format,
         const char *name, unsigned seed) {
   std::mt19937 rng(seed);
   ElementType type = kernels.config().elementType;
@@ -160,7 +160,7 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
   for (int64_t i = 0; i < B * width; ++i)
     table[i] = order[i];
 
-  CacheBuffer cache(format.entry == reference::CacheEntry::FP8, es);
+  CacheBuffer cache(format.entry == CacheEntry::FP8, es);
   cache.bytes.fill(0xA5);
   cache.bytes.upload();
   std::vector<uint8_t> expected = cache.bytes.image;
@@ -315,9 +315,6 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
 
 int main() {
   std::printf("kpool-gpu-cache-check: %s\n", deviceDescription().c_str());
-  using reference::CacheEntry;
-  using reference::Rotate;
-  using reference::Scale;
   KernelSet absmax(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_absmax),
                    KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_absmax));
   KernelSet pow2(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_pow2),
@@ -326,15 +323,15 @@ int main() {
                 KPOOL_GPU_BACKEND(f32_d128_k4_fp8_none_absmax));
   KernelSet element(KPOOL_GPU_CONFIG(bf16_d128_k4_element_hadamard),
                     KPOOL_GPU_BACKEND(bf16_d128_k4_element_hadamard));
-  run(absmax, {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax},
+  run(absmax, {CacheEntry::FP8, CacheRotate::Hadamard, CacheScale::Absmax},
       "fp8 hadamard absmax", 3);
-  run(pow2, {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2},
+  run(pow2, {CacheEntry::FP8, CacheRotate::Hadamard, CacheScale::Pow2},
       "fp8 hadamard pow2", 5);
   // f32 rows: 32 lanes a row group on the GPU; no rotation.
-  run(f32, {CacheEntry::FP8, Rotate::None, Scale::Absmax},
+  run(f32, {CacheEntry::FP8, CacheRotate::None, CacheScale::Absmax},
       "f32 fp8 absmax", 7);
   // Entries of the element type: no scales.
-  run(element, {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
+  run(element, {CacheEntry::Element, CacheRotate::Hadamard, CacheScale::Absmax},
       "bf16 element hadamard", 9);
   std::printf("%s\n", failures ? "FAILED" : "all passed");
   return failures ? 1 : 0;

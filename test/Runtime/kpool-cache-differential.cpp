@@ -76,22 +76,13 @@ struct Config {
   /// Bytes of one entry's keys in the cache.
   int64_t entryBytes() const { return fp8() ? D : D * esize(); }
   ref::Geometry geometry() const { return {type, D, K}; }
-  ref::CacheFormat refFormat() const {
-    ref::CacheFormat f;
-    f.entry = fp8() ? ref::CacheEntry::FP8 : ref::CacheEntry::Element;
-    f.rotate = format.rotate == CacheRotate::Hadamard ? ref::Rotate::Hadamard
-                                                      : ref::Rotate::None;
-    f.scale = format.scale == CacheScale::Pow2 ? ref::Scale::Pow2
-                                               : ref::Scale::Absmax;
-    return f;
-  }
   std::string name() const {
     std::string s = std::string(elementTypeName(type)) + " D" +
                     std::to_string(D) + " K" + std::to_string(K);
-    s += fp8() ? " fp8" : " element";
-    s += format.rotate == CacheRotate::Hadamard ? " hadamard" : " none";
+    s += std::string(" ") + cacheEntryName(format.entry) + " " +
+         cacheRotateName(format.rotate);
     if (fp8())
-      s += format.scale == CacheScale::Pow2 ? " pow2" : " absmax";
+      s += std::string(" ") + cacheScaleName(format.scale);
     return s;
   }
 };
@@ -800,7 +791,7 @@ void runCall(const Config &cfg, const KernelSet &ks, const Call &c,
   Where w{cfg, callNo, c, mode};
   ++stats.calls;
   ref::Geometry g = cfg.geometry();
-  ref::CacheFormat f = cfg.refFormat();
+  const CacheFormat &f = cfg.format;
   Inputs in = makeInputs(cfg, c);
   View table = c.tableView();
 

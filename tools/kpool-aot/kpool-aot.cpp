@@ -3,7 +3,7 @@
 // Compiles the kernels of one configuration (element type, head_dim, kpool,
 // target) into an object file with plain C entry points, and writes a header
 // describing the calling convention, generated from the kernel ABI
-// (kpool/Runtime/KernelABI.def). The object needs no MLIR or LLVM
+// (kpool/ABI/KernelABI.def). The object needs no MLIR or LLVM
 // at run time: only libc on the CPU, and the CUDA driver through the mgpu*
 // wrappers (libkpool_cuda_runtime) on NVIDIA GPUs, with the GPU binary
 // embedded.
@@ -13,10 +13,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kpool/ABI/KernelABI.h"
 #include "kpool/InitAll.h"
 #include "kpool/Kernels/KernelModule.h"
 #include "kpool/Pipelines/Pipelines.h"
-#include "kpool/Runtime/KernelABI.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -141,7 +141,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << ", kpool " << poolSize << ", target " << target
      << (cuda ? " (" + chip + ")" : std::string()) << ". Do not edit. */\n"
      << "#ifndef " << guard << "\n#define " << guard << "\n\n"
-     << "#include \"kpool-c/View.h\"\n\n"
+     << "#include \"kpool/ABI/View.h\"\n\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
      << "#ifndef KPOOL_AOT_DESCRIPTORS\n#define KPOOL_AOT_DESCRIPTORS\n"
      << "/* MLIR's strided memref descriptors, which the kernels take by\n"
@@ -179,7 +179,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << (cuda ? "device" : "host")
      << " memory):\n   where a guard meets bad metadata the kernels "
         "record the smallest\n   (request << 8 | finding) there "
-        "(kpool/Dialect/KPool/IR/StatusWord.h).\n"
+        "(kpool/ABI/StatusWord.h).\n"
      << (cuda ? "   `stream` is the caller's CUstream: each call only enqueues "
                 "its launches\n   there (no synchronization, allocation, "
                 "copy or module load; NULL\n   is the context's NULL stream). "

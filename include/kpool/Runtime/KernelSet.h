@@ -17,9 +17,10 @@
 #ifndef KPOOL_RUNTIME_KERNELSET_H
 #define KPOOL_RUNTIME_KERNELSET_H
 
-#include "kpool/Runtime/KernelABI.h"
+#include "kpool/ABI/CacheFormat.h"
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/View.h"
 #include "kpool/Runtime/Status.h"
-#include "kpool/Runtime/View.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -31,28 +32,6 @@ namespace kpool {
 
 /// Where the kernels run.
 enum class Target { CPU, CUDA };
-
-/// What the `*_cache` kernels store per pool (docs/pool-cache.md): no pool
-/// cache (the kernel set has no such kernels), entries of the element type,
-/// or FP8 (e4m3fn) codes with one f32 scale per entry.
-enum class CacheEntry { None, Element, FP8 };
-/// The rotation before a pool enters the cache (hadamard: head_dim a power
-/// of two).
-enum class CacheRotate { None, Hadamard };
-/// How an FP8 entry's scale is chosen.
-enum class CacheScale { Absmax, Pow2 };
-
-/// The pool-cache format of a kernel set's `*_cache` kernels (the
-/// `to_cache` destination, `rotate` and `scale` of their ops).
-struct CacheFormat {
-  CacheEntry entry = CacheEntry::None;
-  CacheRotate rotate = CacheRotate::None;
-  CacheScale scale = CacheScale::Absmax;
-
-  bool operator==(const CacheFormat &o) const {
-    return entry == o.entry && rotate == o.rotate && scale == o.scale;
-  }
-};
 
 /// What a kernel set is compiled for.
 struct KernelConfig {
@@ -81,12 +60,26 @@ struct KernelConfig {
   }
 };
 
-/// The caller's stream of a call and, optionally, its status word (see
-/// abi::Stream): every entry point takes one. CPU kernels ignore the stream
-/// and run before the call returns; CUDA kernels only enqueue on it. With
-/// `Stream(stream, &word)` the kernels record in `word` (device memory on
-/// the CUDA target) the smallest finding their guards meet.
-using Stream = abi::Stream;
+/// The caller's stream of a call: a CUstream (or a framework's stream
+/// handle that is one) as an opaque pointer, and, optionally, the call's
+/// status word. Every entry point takes one. CPU kernels ignore the stream
+/// and run before the call returns. On the CUDA target null is CUDA's NULL
+/// stream of the current context (the legacy default stream, which orders
+/// with the context's blocking streams): the call enqueues there and still
+/// never synchronizes.
+///
+/// The status word (`Stream(stream, &word)`, null for none) is one uint64_t
+/// in the kernels' memory (device memory on the CUDA target) where the
+/// kernels record the first bad-metadata finding their guards meet,
+/// stream-ordered with the call (docs/semantics.md, "The status word";
+/// decode it with kpool::statusWordError).
+struct Stream {
+  void *handle = nullptr;
+  uint64_t *status = nullptr;
+  constexpr Stream() = default;
+  constexpr explicit Stream(void *handle, uint64_t *status = nullptr)
+      : handle(handle), status(status) {}
+};
 
 /// The error the status word `word` holds (see Stream::status): success
 /// for 0, otherwise the request and field the kernels found at fault, in
@@ -110,9 +103,9 @@ enum class Validation { Auto, Check, Trust };
 /// KernelABI.def, one field per kernel: compress, seedTail, ringClose,
 /// poolOffsets) and where their operands live.
 struct KernelBackend {
-#define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)                   \
   Name##Fn member = nullptr;
-#include "kpool/Runtime/KernelABI.def"
+#include "kpool/ABI/KernelABI.def"
   /// Operands are device memory (the CUDA target): calls never read
   /// metadata on the host, and Validation::Check is an error.
   bool deviceResident = false;
@@ -127,20 +120,20 @@ struct KernelBackend {
   /// backend from symbols by name (a JIT's lookup).
   void *entry(abi::KernelId id) const {
     switch (id) {
-#define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)                   \
   case abi::KernelId::Name:                                                    \
     return reinterpret_cast<void *>(member);
-#include "kpool/Runtime/KernelABI.def"
+#include "kpool/ABI/KernelABI.def"
     }
     return nullptr;
   }
   void setEntry(abi::KernelId id, void *fn) {
     switch (id) {
-#define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)                   \
   case abi::KernelId::Name:                                                    \
     member = reinterpret_cast<Name##Fn>(fn);                                   \
     break;
-#include "kpool/Runtime/KernelABI.def"
+#include "kpool/ABI/KernelABI.def"
     }
   }
 };
@@ -186,7 +179,7 @@ public:
   // Operands are in the production kernels' order: outputs first, then the
   // inputs in the order of the op's `ins`, then the caller's Stream (with
   // its optional status word). The overloads without a stream pass a null
-  // one, with no status word (see abi::Stream).
+  // one, with no status word (see Stream).
 
   /// kpool.compress: pooled[pool_row_offsets[b] + j] for each pool j made
   /// only of request b's tokens in this call. `pooled` is capacity-shaped:

@@ -11,6 +11,8 @@
 #include "Validation.h"
 
 #include <cctype>
+#include <initializer_list>
+#include <utility>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -18,18 +20,80 @@
 using namespace kpool;
 using namespace kpool::detail;
 
-View kpool::denseView(void *data, std::vector<int64_t> sizes) {
-  View view{};
-  view.data = data;
-  view.rank = static_cast<int64_t>(sizes.size());
-  int64_t stride = 1;
-  for (int64_t i = view.rank - 1; i >= 0; --i) {
-    view.sizes[i] = sizes[i];
-    view.strides[i] = stride;
-    stride *= sizes[i];
-  }
-  return view;
+namespace kpool::abi {
+
+/// One argument of a call: a view, a scalar or the call's context (its
+/// role says which).
+struct Arg {
+  Arg() = default;
+  Arg(const KPoolView &view) : view(&view) {}
+  Arg(int32_t scalar) : i32(scalar) {}
+  Arg(float scalar) : f32(scalar) {}
+  Arg(Stream stream) : stream(stream.handle), status(stream.status) {}
+  const KPoolView *view = nullptr;
+  void *stream = nullptr;
+  uint64_t *status = nullptr;
+  int32_t i32 = 0;
+  float f32 = 0;
+};
+
+namespace detail {
+/// What a call keeps for an argument of C type `T`: the descriptor behind
+/// a pointer, or the scalar.
+template <typename T> struct Slot;
+template <int Rank> struct Slot<Descriptor<Rank> *> {
+  Descriptor<Rank> value;
+  explicit Slot(const Arg &a) : value(Descriptor<Rank>::from(*a.view)) {}
+  Descriptor<Rank> *get() { return &value; }
+};
+template <> struct Slot<int32_t> {
+  int32_t value;
+  explicit Slot(const Arg &a) : value(a.i32) {}
+  int32_t get() { return value; }
+};
+template <> struct Slot<void *> {
+  void *value;
+  explicit Slot(const Arg &a) : value(a.stream) {}
+  void *get() { return value; }
+};
+template <> struct Slot<float> {
+  float value;
+  explicit Slot(const Arg &a) : value(a.f32) {}
+  float get() { return value; }
+};
+
+template <typename... A, size_t... I>
+void invoke(void (*fn)(A...), const Arg *args, std::index_sequence<I...>) {
+  std::tuple<Slot<A>...> slots{Slot<A>(args[I])...};
+  fn(std::get<I>(slots).get()...);
 }
+} // namespace detail
+
+/// Calls `fn` with `args`: one per operand of the op, in call order, then
+/// the call's Stream, whose status word (Stream::status, null for none)
+/// becomes the `status` operand (one element, or none) and whose handle the
+/// `stream` operand. Views become the memref descriptors the kernel takes.
+template <typename... A>
+void invoke(void (*fn)(A...), std::initializer_list<Arg> args) {
+  static_assert(sizeof...(A) >= 2, "a kernel ends with status and stream");
+  if (args.size() + 1 != sizeof...(A))
+    __builtin_trap(); // a call site that does not match KernelABI.def
+  const Arg &stream = *(args.end() - 1);
+  KPoolView status{};
+  status.data = stream.status;
+  status.rank = 1;
+  status.sizes[0] = stream.status ? 1 : 0;
+  status.strides[0] = 1;
+  Arg all[sizeof...(A)];
+  size_t i = 0;
+  for (const Arg *a = args.begin(); a + 1 != args.end(); ++a)
+    all[i++] = *a;
+  all[i++] = Arg(status);
+  all[i] = stream;
+  detail::invoke(fn, all, std::index_sequence_for<A...>());
+}
+
+} // namespace kpool::abi
 
 namespace kpool {
 

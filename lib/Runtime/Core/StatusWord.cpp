@@ -1,6 +1,6 @@
 //===- StatusWord.cpp - decoding the kernels' status word -----------------===//
 //
-// The host side of the status word (kpool/Dialect/KPool/IR/StatusWord.h):
+// The host side of the status word (kpool/ABI/StatusWord.h):
 // the message a word's finding stands for, in the words host validation
 // uses for the same mistake.
 //
@@ -8,7 +8,7 @@
 
 #include "kpool/Runtime/KernelSet.h"
 
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
+#include "kpool/ABI/StatusWord.h"
 
 #include <cstdio>
 

@@ -13,8 +13,8 @@
 #ifndef KPOOL_LIB_RUNTIME_VALIDATION_H
 #define KPOOL_LIB_RUNTIME_VALIDATION_H
 
+#include "kpool/ABI/View.h"
 #include "kpool/Runtime/Status.h"
-#include "kpool/Runtime/View.h"
 
 #include <vector>
 

@@ -215,11 +215,11 @@ struct Checked<Slot, Id, void (*)(A...), Member> {
 
 template <int Slot> KernelBackend make() {
   KernelBackend b = inner[Slot];
-#define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)             \
   b.member = inner[Slot].member ? Checked<Slot, abi::KernelId::Name, Name##Fn, \
                                           &KernelBackend::member>::call        \
                                 : nullptr;
-#include "kpool/Runtime/KernelABI.def"
+#include "kpool/ABI/KernelABI.def"
   return b;
 }
 
