@@ -51,6 +51,11 @@ KIND_CACHE_ENTRY = 5
 KIND_U64 = 6
 KIND_CACHE_SCALE = 7
 
+# KPoolValidation
+VALIDATION_AUTO = 0
+VALIDATION_CHECK = 1
+VALIDATION_TRUST = 2
+
 CACHE_NONE = 0
 CACHE_ELEMENT = 1
 CACHE_FP8 = 2
@@ -61,12 +66,16 @@ SCALE_POW2 = 1
 
 #: One operand of a kernel: ``name``, ``role`` (OUTPUT, INPUT, SCALAR, or
 #: CONTEXT for the call's context: the status word, then the caller's
-#: stream, always last),
-#: ``rank``, ``kind`` (KIND_*) and ``shape`` ("?xD": '?' any extent, 'D'
-#: head_dim, 'K' kpool).
-Operand = collections.namedtuple("Operand", "name role rank kind shape")
-#: One kernel: the op's ``name``, its C function and its operands in order.
-Kernel = collections.namedtuple("Kernel", "name capi_function operands")
+#: stream, always last), ``rank``, ``kind`` (KIND_*), ``shape`` ("?xD": '?'
+#: any extent, 'D' head_dim, 'K' kpool) and ``offset`` in the kernel's
+#: argument struct (-1 for the context).
+Operand = collections.namedtuple("Operand",
+                                 "name role rank kind shape offset")
+#: One kernel: its ``name``, its C function, its operands in order, its
+#: KPoolKernelId ``id``, the ``base`` kernel's name (the op's plain kernel)
+#: and the size of its argument struct.
+Kernel = collections.namedtuple(
+    "Kernel", "name capi_function operands id base args_size")
 
 
 class KPoolError(ValueError):
@@ -104,6 +113,7 @@ class _OperandInfo(ctypes.Structure):
         ("rank", ctypes.c_int32),
         ("kind", ctypes.c_int32),
         ("shape", ctypes.c_char_p),
+        ("offset", ctypes.c_int64),
     ]
 
 
@@ -115,7 +125,39 @@ class _KernelInfo(ctypes.Structure):
         ("capiFunction", ctypes.c_char_p),
         ("numOperands", ctypes.c_int64),
         ("operands", ctypes.POINTER(_OperandInfo)),
+        ("id", ctypes.c_int32),
+        ("base", ctypes.c_int32),
+        ("argsSize", ctypes.c_int64),
     ]
+
+
+class CacheFormat(ctypes.Structure):
+    """KPoolCacheFormat."""
+
+    _fields_ = [("entry", ctypes.c_int32), ("rotate", ctypes.c_int32),
+                ("scale", ctypes.c_int32)]
+
+
+class KernelConfig(ctypes.Structure):
+    """KPoolKernelConfig."""
+
+    _fields_ = [
+        ("target", ctypes.c_int32),
+        ("elementType", ctypes.c_int32),
+        ("headDim", ctypes.c_int64),
+        ("kpool", ctypes.c_int64),
+        ("vectorSize", ctypes.c_int64),
+        ("cache", CacheFormat),
+        ("openmp", ctypes.c_bool),
+        ("poolOffsetsOnly", ctypes.c_bool),
+    ]
+
+
+class CallOptions(ctypes.Structure):
+    """KPoolCallOptions."""
+
+    _fields_ = [("status", ctypes.c_void_p), ("stream", ctypes.c_void_p),
+                ("validation", ctypes.c_int32)]
 
 
 class ProducedPoolStruct(ctypes.Structure):
@@ -164,29 +206,23 @@ def _declare(lib):
     fn("kpoolErrorDestroy", None, _ErrorP)
     fn("kpoolStatusWordError", _ErrorP, ctypes.c_uint64)
     fn("kpoolElementTypeName", ctypes.c_char_p, ctypes.c_int)
-    fn("kpoolKernelSetCreate", _ErrorP, ctypes.c_int, c_int64, c_int64,
-       c_bool, c_int64, ctypes.POINTER(c_void_p))
-    fn("kpoolKernelSetCreateForTarget", _ErrorP, ctypes.c_int, ctypes.c_int,
-       c_int64, c_int64, c_bool, c_int64, ctypes.POINTER(c_void_p))
-    fn("kpoolKernelSetCreateWithCache", _ErrorP, ctypes.c_int, ctypes.c_int,
-       c_int64, c_int64, c_bool, c_int64, ctypes.c_int, ctypes.c_int,
-       ctypes.c_int, ctypes.POINTER(c_void_p))
-    fn("kpoolPoolOffsetsKernelCreate", _ErrorP, c_int64,
+    fn("kpoolKernelConfigDefault", KernelConfig)
+    fn("kpoolKernelSetCreate", _ErrorP, ctypes.POINTER(KernelConfig),
        ctypes.POINTER(c_void_p))
     fn("kpoolKernelSetDestroy", None, c_void_p)
+    fn("kpoolKernelSetGetConfig", c_bool, c_void_p,
+       ctypes.POINTER(KernelConfig))
     fn("kpoolKernelSetGetTarget", ctypes.c_int, c_void_p)
+    fn("kpoolKernelSetHasKernel", c_bool, c_void_p, c_int32)
     fn("kpoolKernelAbiGetNumKernels", c_int64)
     fn("kpoolKernelAbiGetKernel", ctypes.POINTER(_KernelInfo), c_int64)
-    # The kernels: (kernel set, one argument per operand, validate); the
-    # context (CONTEXT) is the status word as uint64_t * and the stream, a
-    # CUstream as void *.
-    scalar = {KIND_I32: c_int32, KIND_F32: ctypes.c_float,
-              KIND_STREAM: c_void_p, KIND_U64: c_void_p}
+    fn("kpoolEnumName", ctypes.c_char_p, c_int32, c_int32)
+    # Every kernel through one generic call on its argument struct, built
+    # from the table's offsets.
+    fn("kpoolCall", _ErrorP, c_void_p, c_int32, c_void_p, ctypes.c_size_t,
+       ctypes.POINTER(CallOptions))
+    fn("kpoolCheck", _ErrorP, c_void_p, c_int32, c_void_p, ctypes.c_size_t)
     table = _read_kernels(lib)
-    for kernel in table.values():
-        fn(kernel.capi_function, _ErrorP, c_void_p,
-           *[scalar[o.kind] if o.role in (SCALAR, CONTEXT) else _ViewP
-             for o in kernel.operands], c_bool)
     fn("kpoolKernelSetPrepare", _ErrorP, c_void_p, c_void_p)
     fn("kpoolPoolStoreCreate", _ErrorP, c_void_p, c_int64,
        ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
@@ -212,14 +248,18 @@ def _declare(lib):
 
 def _read_kernels(lib):
     """The kernel ABI table of `lib`: op name -> Kernel."""
+    infos = [lib.kpoolKernelAbiGetKernel(i).contents
+             for i in range(lib.kpoolKernelAbiGetNumKernels())]
     table = {}
-    for i in range(lib.kpoolKernelAbiGetNumKernels()):
-        info = lib.kpoolKernelAbiGetKernel(i).contents
+    for info in infos:
         operands = tuple(
-            Operand(o.name.decode(), o.role, o.rank, o.kind, o.shape.decode())
+            Operand(o.name.decode(), o.role, o.rank, o.kind, o.shape.decode(),
+                    o.offset)
             for o in info.operands[:info.numOperands])
         name = info.name.decode()
-        table[name] = Kernel(name, info.capiFunction.decode(), operands)
+        table[name] = Kernel(name, info.capiFunction.decode(), operands,
+                             info.id, infos[info.base].name.decode(),
+                             info.argsSize)
     return table
 
 

@@ -618,12 +618,17 @@ class KernelSet:
         self.rotate = _choice("kernel set", "rotate", rotate, _ROTATE_CODES)
         self.scale = _choice("kernel set", "scale", scale, _SCALE_CODES)
         lib = _capi.load()
+        config = lib.kpoolKernelConfigDefault()
+        config.target = _TARGET_CODES[self.target]
+        config.elementType = _ETYPE_CODES[self.element_type]
+        config.headDim, config.kpool = self.head_dim, self.kpool
+        config.openmp, config.vectorSize = self.openmp, self.vector_size
+        config.cache.entry = _CACHE_CODES[self.cache]
+        config.cache.rotate = _ROTATE_CODES[self.rotate]
+        config.cache.scale = _SCALE_CODES[self.scale]
         handle = ctypes.c_void_p()
-        _capi.check(lib.kpoolKernelSetCreateWithCache(
-            _TARGET_CODES[self.target], _ETYPE_CODES[self.element_type],
-            self.head_dim, self.kpool, self.openmp, self.vector_size,
-            _CACHE_CODES[self.cache], _ROTATE_CODES[self.rotate],
-            _SCALE_CODES[self.scale], ctypes.byref(handle)))
+        _capi.check(lib.kpoolKernelSetCreate(ctypes.byref(config),
+                                             ctypes.byref(handle)))
         self._lib = lib
         self._handle = handle
 
@@ -655,19 +660,26 @@ class KernelSet:
                   _capi.KIND_I32: np.dtype(np.int32),
                   _capi.KIND_F32: np.dtype(np.float32),
                   _capi.KIND_CACHE_SCALE: np.dtype(np.float32)}
-        operands.setdefault("stream", None)
-        operands.setdefault("status", None)
         device = self.target == "cuda"
-        args = [
-            _status_pointer(op, operands[o.name], device)
-            if o.kind == _capi.KIND_U64 else
-            _stream_handle(operands[o.name]) if o.role == _capi.CONTEXT else
-            operands[o.name] if o.role == _capi.SCALAR else
-            _view(op, o.name, operands[o.name], dtypes[o.kind], o.rank,
-                  o.role == _capi.OUTPUT, device)
-            for o in kernel.operands]
-        _capi.check(getattr(self._lib, kernel.capi_function)(
-            self._handle, *args, validate))
+        options = _capi.CallOptions(
+            _status_pointer(op, operands.get("status"), device),
+            _stream_handle(operands.get("stream")),
+            _capi.VALIDATION_CHECK if validate else _capi.VALIDATION_TRUST)
+        args = (ctypes.c_char * kernel.args_size)()
+        for o in kernel.operands:
+            if o.role == _capi.CONTEXT:
+                continue
+            if o.role == _capi.SCALAR:
+                ctypes.c_int32.from_buffer(args, o.offset).value = \
+                    operands[o.name]
+                continue
+            view = _view(op, o.name, operands[o.name], dtypes[o.kind], o.rank,
+                         o.role == _capi.OUTPUT, device)
+            ctypes.memmove(ctypes.byref(args, o.offset), ctypes.byref(view),
+                           ctypes.sizeof(view))
+        _capi.check(self._lib.kpoolCall(self._handle, kernel.id, args,
+                                        kernel.args_size,
+                                        ctypes.byref(options)))
 
     def _cache_operands(self, op, batch, block_table, cache_keys,
                         cache_scales):
@@ -959,9 +971,11 @@ class _OffsetsKernel(KernelSet):
         self.openmp, self.vector_size, self.target = False, 0, "cpu"
         self.cache, self.rotate, self.scale = None, "none", "absmax"
         lib = _capi.load()
+        config = lib.kpoolKernelConfigDefault()
+        config.kpool, config.poolOffsetsOnly = self.kpool, True
         handle = ctypes.c_void_p()
-        _capi.check(lib.kpoolPoolOffsetsKernelCreate(self.kpool,
-                                                     ctypes.byref(handle)))
+        _capi.check(lib.kpoolKernelSetCreate(ctypes.byref(config),
+                                             ctypes.byref(handle)))
         self._lib = lib
         self._handle = handle
 

@@ -65,35 +65,36 @@ class DLPackCUDA:
 
 
 class FakeLib:
-    """Records the kernel calls a KernelSet makes: (function, views as
-    (address, sizes, strides), scalars, stream, validate)."""
+    """Records the kernel calls a KernelSet makes (kpoolCall on an argument
+    struct): (the kernel's C function, its operands by ABI name -- views as
+    (address, sizes, strides), scalars --, status, stream, validate)."""
 
     def __init__(self):
         self.calls = []
 
-    def __getattr__(self, name):
-        if not name.startswith("kpool"):
-            raise AttributeError(name)
-
-        def call(handle, *args):
-            def decode(a):
-                if isinstance(a, _capi.View):
-                    r = a.rank
-                    return (a.data or 0, tuple(a.sizes[:r]),
-                            tuple(a.strides[:r]))
-                return a
-            self.calls.append((name, [decode(a) for a in args]))
-            return None
-        return call
+    def kpoolCall(self, handle, kernel_id, args, size, options):
+        kernel = next(k for k in _capi.kernels().values()
+                      if k.id == kernel_id)
+        assert size == kernel.args_size
+        named = {}
+        for o in kernel.operands:
+            if o.role == _capi.SCALAR:
+                named[o.name] = int.from_bytes(
+                    bytes(args)[o.offset:o.offset + 4], "little", signed=True)
+            elif o.role != _capi.CONTEXT:
+                v = _capi.View.from_buffer_copy(bytes(args), o.offset)
+                r = v.rank
+                named[o.name] = (v.data or 0, tuple(v.sizes[:r]),
+                                 tuple(v.strides[:r]))
+        o = options._obj
+        named["status"], named["stream"] = o.status, o.stream
+        named["validate"] = o.validation == _capi.VALIDATION_CHECK
+        self.calls.append((kernel.capi_function, named))
+        return None
 
     def operands(self, index=-1):
         """The last call's operands by ABI name."""
-        name, args = self.calls[index]
-        kernel = next(k for k in _capi.kernels().values()
-                      if k.capi_function == name)
-        named = dict(zip([o.name for o in kernel.operands], args))
-        named["validate"] = args[-1]
-        return named
+        return self.calls[index][1]
 
 
 def cuda_set(dtype="f32", cache=None):

@@ -134,13 +134,21 @@ const Config kConfigs[] = {{KPOOL_F32, 4, 3, 16, false},
                            {KPOOL_F32, 5, 2, 4, true}};
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
+KPoolKernelConfig kernelConfig(const Config &c) {
+  KPoolKernelConfig k = kpoolKernelConfigDefault();
+  k.elementType = c.type;
+  k.headDim = c.headDim;
+  k.kpool = c.kpool;
+  k.openmp = c.openmp;
+  k.vectorSize = c.vectorSize;
+  return k;
+}
+
 KPoolKernelSet *kernelSet(int i) {
   static KPoolKernelSet *sets[kNumConfigs] = {};
   if (!sets[i]) {
-    const Config &c = kConfigs[i];
-    KPoolError *e =
-        kpoolKernelSetCreate(c.type, c.headDim, c.kpool, c.openmp,
-                             c.vectorSize, &sets[i]);
+    KPoolKernelConfig k = kernelConfig(kConfigs[i]);
+    KPoolError *e = kpoolKernelSetCreate(&k, &sets[i]);
     if (e)
       fail(std::string("cannot compile a menu kernel set: ") +
            kpoolErrorMessage(e));
@@ -170,9 +178,9 @@ KPoolKernelSet *cacheKernelSet(int i) {
   static KPoolKernelSet *sets[kNumCacheConfigs] = {};
   if (!sets[i]) {
     const CacheConfig &cc = kCacheConfigs[i];
-    KPoolError *e = kpoolKernelSetCreateWithCache(
-        KPOOL_TARGET_CPU, cc.c.type, cc.c.headDim, cc.c.kpool, cc.c.openmp,
-        cc.c.vectorSize, cc.entry, cc.rotate, cc.scale, &sets[i]);
+    KPoolKernelConfig k = kernelConfig(cc.c);
+    k.cache = {cc.entry, cc.rotate, cc.scale};
+    KPoolError *e = kpoolKernelSetCreate(&k, &sets[i]);
     if (e)
       fail(std::string("cannot compile a menu pool-cache kernel set: ") +
            kpoolErrorMessage(e));
@@ -287,6 +295,10 @@ struct Operand {
   Operand &operator=(const Operand &) = delete;
   ~Operand() { free(mem); }
 
+  /// The operand's field in an argument struct: an operand left out (a
+  /// "null view") is an empty, zero-initialized view.
+  KPoolView arg() const { return nullView ? KPoolView{} : view; }
+  /// The view for the pool store's API, which takes pointers.
   const KPoolView *ptr() const { return nullView ? nullptr : &view; }
   uint8_t *span() const { return mem + kCanary; }
   bool hasData() const { return view.data != nullptr; }
@@ -409,7 +421,8 @@ void build(Operand &op, const OperandSpec &spec, Bytes &in) {
         v.sizes[d] = d == 0 && in.chance(128) ? INT64_MIN : -1;
       }
       break;
-    case 4: // a NULL view
+    case 4: // an operand left out: an empty view (a NULL one in the store's
+            // API)
       op.nullView = true;
       return;
     case 5: // an empty dim 0
@@ -738,6 +751,12 @@ bool finish(const char *op, KPoolError *error, std::vector<Operand *> ops) {
   return false;
 }
 
+/// The options of a call: the status word, validated or not.
+KPoolCallOptions options(uint64_t *word, bool validate) {
+  return {word, nullptr,
+          validate ? KPOOL_VALIDATION_CHECK : KPOOL_VALIDATION_TRUST};
+}
+
 /// The status word's differential: an unvalidated call that ran (shapes
 /// fine) left `word`; `host` is host validation of the same operands
 /// (kpoolCheck<Op>). The kernels find exactly what host validation finds,
@@ -808,14 +827,16 @@ void fuzzPoolOffsets(Call &call, Bytes &in) {
                 " validate " + std::to_string(call.validate),
             {&pro, &iro, &cache});
   uint64_t word = 0;
-  KPoolError *e = kpoolPoolOffsets(call.ks, pro.ptr(), iro.ptr(), cache.ptr(),
-                                   &word, nullptr, call.validate);
+  KPoolPoolOffsetsArgs a{};
+  a.pool_row_offsets = pro.arg();
+  a.input_row_offsets = iro.arg();
+  a.cache_lengths = cache.arg();
+  KPoolCallOptions o = options(&word, call.validate);
+  KPoolError *e = kpoolPoolOffsets(call.ks, &a, &o);
   if (!finish("pool_offsets", e, {&pro, &iro, &cache}))
     return;
   if (!call.validate)
-    checkStatusWord("pool_offsets", word,
-                    kpoolCheckPoolOffsets(call.ks, pro.ptr(), iro.ptr(),
-                                          cache.ptr()));
+    checkStatusWord("pool_offsets", word, kpoolCheckPoolOffsets(call.ks, &a));
   // Success: exact prefix sum, mod 2^32, of max(0, iro[b+1] - iro[b])
   // tokens per request.
   int64_t batch = cache.view.sizes[0];
@@ -870,17 +891,20 @@ void fuzzCompress(Call &call, Bytes &in) {
                 std::to_string(call.validate),
             all);
   uint64_t word = 0;
-  KPoolError *e =
-      kpoolCompress(call.ks, pooled.ptr(), k.ptr(), gate.ptr(), ape.ptr(),
-                    iro.ptr(), pro.ptr(), cache.ptr(), &word, nullptr,
-                    call.validate);
+  KPoolCompressArgs a{};
+  a.pooled = pooled.arg();
+  a.k = k.arg();
+  a.gate = gate.arg();
+  a.ape = ape.arg();
+  a.input_row_offsets = iro.arg();
+  a.pool_row_offsets = pro.arg();
+  a.cache_lengths = cache.arg();
+  KPoolCallOptions o = options(&word, call.validate);
+  KPoolError *e = kpoolCompress(call.ks, &a, &o);
   if (!finish("compress", e, all))
     return;
   if (!call.validate)
-    checkStatusWord("compress", word,
-                    kpoolCheckCompress(call.ks, pooled.ptr(), k.ptr(),
-                                       gate.ptr(), ape.ptr(), iro.ptr(),
-                                       pro.ptr(), cache.ptr()));
+    checkStatusWord("compress", word, kpoolCheckCompress(call.ks, &a));
   // Success: the claimed rows are written (finite), the others untouched.
   int64_t batch = cache.view.sizes[0], rowsK = k.view.sizes[0];
   int64_t Prows = pooled.view.sizes[0];
@@ -1007,16 +1031,21 @@ void fuzzCompressCache(int which, Bytes &in) {
                 std::to_string(validate),
             all);
   uint64_t word = 0;
-  KPoolError *e = kpoolCompressCache(
-      ks, pooled.ptr(), keys.ptr(), scales.ptr(), k.ptr(), gate.ptr(),
-      ape.ptr(), iro.ptr(), pro.ptr(), cache.ptr(), table.ptr(), &word,
-      nullptr, validate);
+  KPoolCompressCacheArgs a{};
+  a.pooled = pooled.arg();
+  a.cache_keys = keys.arg();
+  a.cache_scales = scales.arg();
+  a.k = k.arg();
+  a.gate = gate.arg();
+  a.ape = ape.arg();
+  a.input_row_offsets = iro.arg();
+  a.pool_row_offsets = pro.arg();
+  a.cache_lengths = cache.arg();
+  a.block_table = table.arg();
+  KPoolCallOptions o = options(&word, validate);
+  KPoolError *e = kpoolCompressCache(ks, &a, &o);
   if (finish("compress_cache", e, all) && !validate)
-    checkStatusWord("compress_cache", word,
-                    kpoolCheckCompressCache(
-                        ks, pooled.ptr(), keys.ptr(), scales.ptr(), k.ptr(),
-                        gate.ptr(), ape.ptr(), iro.ptr(), pro.ptr(),
-                        cache.ptr(), table.ptr()));
+    checkStatusWord("compress_cache", word, kpoolCheckCompressCache(ks, &a));
 }
 
 /// seed_tail and ring_close share their operands.
@@ -1076,17 +1105,20 @@ void fuzzSeedTail(Call &call, Bytes &in) {
                 std::to_string(r.nr),
             all);
   uint64_t word = 0;
-  KPoolError *e =
-      kpoolSeedTail(call.ks, r.tail.ptr(), r.k.ptr(), r.gate.ptr(), r.iro.ptr(),
-                    r.cache.ptr(), r.slots.ptr(), r.nr, &word, nullptr,
-                    call.validate);
+  KPoolSeedTailArgs a{};
+  a.tail = r.tail.arg();
+  a.k = r.k.arg();
+  a.gate = r.gate.arg();
+  a.input_row_offsets = r.iro.arg();
+  a.cache_lengths = r.cache.arg();
+  a.slot_idx = r.slots.arg();
+  a.num_requests = r.nr;
+  KPoolCallOptions o = options(&word, call.validate);
+  KPoolError *e = kpoolSeedTail(call.ks, &a, &o);
   if (!finish("seed_tail", e, all))
     return;
   if (!call.validate)
-    checkStatusWord("seed_tail", word,
-                    kpoolCheckSeedTail(call.ks, r.tail.ptr(), r.k.ptr(),
-                                       r.gate.ptr(), r.iro.ptr(),
-                                       r.cache.ptr(), r.slots.ptr(), r.nr));
+    checkStatusWord("seed_tail", word, kpoolCheckSeedTail(call.ks, &a));
   // Success: exactly the rows the spec stores change, to a copy of one
   // request's k/gate row.
   int64_t es = elementSize(c.type), D = c.headDim;
@@ -1178,18 +1210,23 @@ void fuzzRingClose(Call &call, Bytes &in) {
                 std::to_string(r.nr),
             all);
   uint64_t word = 0;
-  KPoolError *e = kpoolRingClose(
-      call.ks, pooled.ptr(), closed.ptr(), r.tail.ptr(), r.k.ptr(),
-      r.gate.ptr(), ape.ptr(), r.iro.ptr(), r.cache.ptr(), r.slots.ptr(), r.nr,
-      &word, nullptr, call.validate);
+  KPoolRingCloseArgs a{};
+  a.pooled = pooled.arg();
+  a.closed_pool = closed.arg();
+  a.tail = r.tail.arg();
+  a.k = r.k.arg();
+  a.gate = r.gate.arg();
+  a.ape = ape.arg();
+  a.input_row_offsets = r.iro.arg();
+  a.cache_lengths = r.cache.arg();
+  a.slot_idx = r.slots.arg();
+  a.num_requests = r.nr;
+  KPoolCallOptions o = options(&word, call.validate);
+  KPoolError *e = kpoolRingClose(call.ks, &a, &o);
   if (!finish("ring_close", e, all))
     return;
   if (!call.validate)
-    checkStatusWord("ring_close", word,
-                    kpoolCheckRingClose(call.ks, pooled.ptr(), closed.ptr(),
-                                        r.tail.ptr(), r.k.ptr(), r.gate.ptr(),
-                                        ape.ptr(), r.iro.ptr(), r.cache.ptr(),
-                                        r.slots.ptr(), r.nr));
+    checkStatusWord("ring_close", word, kpoolCheckRingClose(call.ks, &a));
   // Success: closed_pool exactly; zero rows where nothing closes, finite
   // rows where a pool closes.
   int64_t batch = r.cache.view.sizes[0], rowsK = r.k.view.sizes[0];
@@ -1271,9 +1308,9 @@ void fuzzKernelSetCreate(Bytes &in) {
   if (!bad)
     return;
   KPoolKernelSet *ks = reinterpret_cast<KPoolKernelSet *>(0x1);
-  KPoolError *e = kpoolKernelSetCreate(static_cast<KPoolElementType>(type),
-                                       headDim, kpool, false, vector,
-                                       nullResult ? nullptr : &ks);
+  KPoolKernelConfig config = kernelConfig(
+      {static_cast<KPoolElementType>(type), headDim, kpool, vector, false});
+  KPoolError *e = kpoolKernelSetCreate(&config, nullResult ? nullptr : &ks);
   CHECK(e, "kernel set create with bad arguments succeeded");
   CHECK(*kpoolErrorMessage(e), "kernel set: an error without a message");
   if (!nullResult)

@@ -217,13 +217,23 @@ int run(const KernelSet &kernels, const CacheFormat &format,
     View kv = k.deviceView(), gv = g.deviceView();
     kv.sizes[0] = gv.sizes[0] = T;
     View base = cache.bytes.deviceView();
-    die(kernels.stepCache(closed.deviceView(), ids.deviceView(),
-                          pro.deviceView(), pooled.deviceView(),
-                          tail.deviceView(), cache.keys(base),
-                          cache.scales(base), kv, gv, ape.deviceView(),
-                          tIro.deviceView(), tCache.deviceView(),
-                          tSlots.deviceView(), int32_t(B),
-                          tTable.deviceView()));
+    StepCacheArgs a{};
+    a.closed = closed.deviceView();
+    a.closed_pool = ids.deviceView();
+    a.pool_row_offsets = pro.deviceView();
+    a.pooled = pooled.deviceView();
+    a.tail = tail.deviceView();
+    a.cache_keys = cache.keys(base);
+    a.cache_scales = cache.scales(base);
+    a.k = kv;
+    a.gate = gv;
+    a.ape = ape.deviceView();
+    a.input_row_offsets = tIro.deviceView();
+    a.cache_lengths = tCache.deviceView();
+    a.slot_idx = tSlots.deviceView();
+    a.num_requests = int32_t(B);
+    a.block_table = tTable.deviceView();
+    die(kernels.stepCache(a));
     std::vector<uint8_t> closedImg = closed.download();
     std::vector<uint8_t> closedRows = closed.dense(&closedImg);
     std::vector<uint8_t> idBytes = ids.download();
@@ -288,13 +298,23 @@ int run(const KernelSet &kernels, const CacheFormat &format,
                       &pro, &pooled})
       t->upload();
     View base = cache.bytes.deviceView();
-    die(kernels.stepCache(closed.deviceView(), ids.deviceView(),
-                          pro.deviceView(), pooled.deviceView(),
-                          tail.deviceView(), cache.keys(base),
-                          cache.scales(base), k.deviceView(), k.deviceView(),
-                          ape.deviceView(), tIro.deviceView(),
-                          tCache.deviceView(), tSlots.deviceView(), 4,
-                          tTable.deviceView(), Stream(), Validation::Trust));
+    StepCacheArgs a{};
+    a.closed = closed.deviceView();
+    a.closed_pool = ids.deviceView();
+    a.pool_row_offsets = pro.deviceView();
+    a.pooled = pooled.deviceView();
+    a.tail = tail.deviceView();
+    a.cache_keys = cache.keys(base);
+    a.cache_scales = cache.scales(base);
+    a.k = k.deviceView();
+    a.gate = k.deviceView();
+    a.ape = ape.deviceView();
+    a.input_row_offsets = tIro.deviceView();
+    a.cache_lengths = tCache.deviceView();
+    a.slot_idx = tSlots.deviceView();
+    a.num_requests = 4;
+    a.block_table = tTable.deviceView();
+    die(kernels.stepCache(a, Validation::Trust));
     std::vector<uint8_t> pooledImg = pooled.download();
     std::vector<uint8_t> proBytes = pro.download();
     std::vector<uint8_t> closedImg = closed.download();

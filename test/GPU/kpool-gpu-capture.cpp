@@ -115,19 +115,41 @@ struct Engine {
         std::exit(1);
       }
     };
-    must(kernels.ringClose(closedRows.deviceView(), closed.deviceView(),
-                           ring.deviceView(), k.deviceView(), g.deviceView(),
-                           ape.deviceView(), iro.deviceView(),
-                           cache.deviceView(), slots.deviceView(), int32_t(B),
-                           on));
-    must(kernels.poolOffsets(pro.deviceView(), iro.deviceView(),
-                             cache.deviceView(), on));
-    must(kernels.compress(pooled.deviceView(), k.deviceView(), g.deviceView(),
-                          ape.deviceView(), iro.deviceView(), pro.deviceView(),
-                          cache.deviceView(), on));
-    must(kernels.seedTail(ring.deviceView(), k.deviceView(), g.deviceView(),
-                          iro.deviceView(), cache.deviceView(),
-                          slots.deviceView(), int32_t(B), on));
+    RingCloseArgs rc{};
+    rc.pooled = closedRows.deviceView();
+    rc.closed_pool = closed.deviceView();
+    rc.tail = ring.deviceView();
+    rc.k = k.deviceView();
+    rc.gate = g.deviceView();
+    rc.ape = ape.deviceView();
+    rc.input_row_offsets = iro.deviceView();
+    rc.cache_lengths = cache.deviceView();
+    rc.slot_idx = slots.deviceView();
+    rc.num_requests = int32_t(B);
+    must(kernels.ringClose(rc, on));
+    PoolOffsetsArgs po{};
+    po.pool_row_offsets = pro.deviceView();
+    po.input_row_offsets = iro.deviceView();
+    po.cache_lengths = cache.deviceView();
+    must(kernels.poolOffsets(po, on));
+    CompressArgs cp{};
+    cp.pooled = pooled.deviceView();
+    cp.k = k.deviceView();
+    cp.gate = g.deviceView();
+    cp.ape = ape.deviceView();
+    cp.input_row_offsets = iro.deviceView();
+    cp.pool_row_offsets = pro.deviceView();
+    cp.cache_lengths = cache.deviceView();
+    must(kernels.compress(cp, on));
+    SeedTailArgs st{};
+    st.tail = ring.deviceView();
+    st.k = k.deviceView();
+    st.gate = g.deviceView();
+    st.input_row_offsets = iro.deviceView();
+    st.cache_lengths = cache.deviceView();
+    st.slot_idx = slots.deviceView();
+    st.num_requests = int32_t(B);
+    must(kernels.seedTail(st, on));
   }
 
   /// Every output of the step, downloaded after the stream's work.

@@ -204,6 +204,54 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       out.status = s;
   };
   if (kernels) {
+    // Each op's arguments, on the host copies (to check) or on the device;
+    // compress takes `compressPro` as its pool_row_offsets.
+    auto view = [](Tensor &t, bool host) {
+      return host ? t.hostView() : t.deviceView();
+    };
+    auto ringCloseArgs = [&](bool host) {
+      RingCloseArgs a{};
+      a.pooled = view(closedRows, host);
+      a.closed_pool = view(closed, host);
+      a.tail = view(ring, host);
+      a.k = view(k, host);
+      a.gate = view(g, host);
+      a.ape = view(ape, host);
+      a.input_row_offsets = view(iro, host);
+      a.cache_lengths = view(cache, host);
+      a.slot_idx = view(slots, host);
+      a.num_requests = d.numRequests;
+      return a;
+    };
+    auto poolOffsetsArgs = [&](bool host) {
+      PoolOffsetsArgs a{};
+      a.pool_row_offsets = view(proOut, host);
+      a.input_row_offsets = view(iro, host);
+      a.cache_lengths = view(cache, host);
+      return a;
+    };
+    auto compressArgs = [&](bool host, Tensor &compressPro) {
+      CompressArgs a{};
+      a.pooled = view(pooled, host);
+      a.k = view(k, host);
+      a.gate = view(g, host);
+      a.ape = view(ape, host);
+      a.input_row_offsets = view(iro, host);
+      a.pool_row_offsets = view(compressPro, host);
+      a.cache_lengths = view(cache, host);
+      return a;
+    };
+    auto seedTailArgs = [&](bool host) {
+      SeedTailArgs a{};
+      a.tail = view(ring, host);
+      a.k = view(k, host);
+      a.gate = view(g, host);
+      a.input_row_offsets = view(iro, host);
+      a.cache_lengths = view(cache, host);
+      a.slot_idx = view(slots, host);
+      a.num_requests = d.numRequests;
+      return a;
+    };
     // Check: validate the host copies before anything goes up, as a GPU
     // engine does (a GPU call reads no metadata back); compress's
     // pool_row_offsets, when pool_offsets computes them, are checked as
@@ -215,23 +263,13 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
                              iro.hostView(), cache.hostView());
       proHost.fill(0, bytesOf(proIn ? *proIn : expected));
       if (ops & RingClose)
-        step(kernels->checkRingClose(
-            closedRows.hostView(), closed.hostView(), ring.hostView(),
-            k.hostView(), g.hostView(), ape.hostView(), iro.hostView(),
-            cache.hostView(), slots.hostView(), d.numRequests));
+        step(kernels->check(ringCloseArgs(true)));
       if (ops & PoolOffsets)
-        step(kernels->checkPoolOffsets(proOut.hostView(), iro.hostView(),
-                                       cache.hostView()));
+        step(kernels->check(poolOffsetsArgs(true)));
       if (ops & Compress)
-        step(kernels->checkCompress(pooled.hostView(), k.hostView(),
-                                    g.hostView(), ape.hostView(),
-                                    iro.hostView(), proHost.hostView(),
-                                    cache.hostView()));
+        step(kernels->check(compressArgs(true, proHost)));
       if (ops & SeedTail)
-        step(kernels->checkSeedTail(ring.hostView(), k.hostView(),
-                                    g.hostView(), iro.hostView(),
-                                    cache.hostView(), slots.hostView(),
-                                    d.numRequests));
+        step(kernels->check(seedTailArgs(true)));
       validation = Validation::Auto;
       if (!out.status.ok()) {
         out.untouched = true;
@@ -245,24 +283,13 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
     for (Tensor *t : outputs)
       t->upload(stream.get());
     if (ops & RingClose)
-      step(kernels->ringClose(
-          closedRows.deviceView(), closed.deviceView(), ring.deviceView(),
-          k.deviceView(), g.deviceView(), ape.deviceView(), iro.deviceView(),
-          cache.deviceView(), slots.deviceView(), d.numRequests, on,
-          validation));
+      step(kernels->ringClose(ringCloseArgs(false), on, validation));
     if (ops & PoolOffsets)
-      step(kernels->poolOffsets(proOut.deviceView(), iro.deviceView(),
-                                cache.deviceView(), on, validation));
+      step(kernels->poolOffsets(poolOffsetsArgs(false), on, validation));
     if (ops & Compress)
-      step(kernels->compress(pooled.deviceView(), k.deviceView(),
-                             g.deviceView(), ape.deviceView(), iro.deviceView(),
-                             pro.deviceView(), cache.deviceView(), on,
-                             validation));
+      step(kernels->compress(compressArgs(false, pro), on, validation));
     if (ops & SeedTail)
-      step(kernels->seedTail(ring.deviceView(), k.deviceView(), g.deviceView(),
-                             iro.deviceView(), cache.deviceView(),
-                             slots.deviceView(), d.numRequests, on,
-                             validation));
+      step(kernels->seedTail(seedTailArgs(false), on, validation));
     for (Tensor *t : inputs)
       t->image = t->download(stream.get());
     for (Tensor *t : outputs)
@@ -777,14 +804,16 @@ void caseValidation(const KernelSet &kernels) {
     cache.fill(0, bytesOf(good.cache));
     for (Tensor *t : {&iro, &cache, &pro})
       t->upload();
-    Status s = kernels.poolOffsets(pro.deviceView(), iro.deviceView(),
-                                   cache.deviceView(), Stream(),
-                                   Validation::Check);
+    PoolOffsetsArgs a{};
+    a.pool_row_offsets = pro.deviceView();
+    a.input_row_offsets = iro.deviceView();
+    a.cache_lengths = cache.deviceView();
+    Status s = kernels.poolOffsets(a, Validation::Check);
     Case result(describe(config) +
                 ": (e) Check on device-resident metadata is an error");
     result.check(!s.ok() &&
                      s.message().find("device memory") != std::string::npos &&
-                     s.message().find("checkPoolOffsets") != std::string::npos,
+                     s.message().find("KernelSet::check") != std::string::npos,
                  "the error says the metadata is device memory");
     result.note(s.ok() ? "no error" : "\"" + s.message() + "\"");
   }

@@ -797,14 +797,23 @@ void runCall(const Config &cfg, const KernelSet &ks, const Call &c,
 
   // The plain kernels (always with validation: the metadata is valid).
   Dense plain = freshDense(cfg, c, in, 0);
-  expectOk(w, "ring_close",
-           ks.ringClose(plain.rcPooled.view(), plain.closedPool.view(),
-                        in.tail.view(), in.k.view(), in.gate.view(),
-                        in.ape.view(), in.iro.view(), in.lengths.view(),
-                        in.slots.view(), c.numRequests, Validation::Check));
-  expectOk(w, "pool_offsets",
-           ks.poolOffsets(plain.pro.view(), in.iro.view(), in.lengths.view(),
-                          Validation::Check));
+  RingCloseArgs rc{};
+  rc.pooled = plain.rcPooled.view();
+  rc.closed_pool = plain.closedPool.view();
+  rc.tail = in.tail.view();
+  rc.k = in.k.view();
+  rc.gate = in.gate.view();
+  rc.ape = in.ape.view();
+  rc.input_row_offsets = in.iro.view();
+  rc.cache_lengths = in.lengths.view();
+  rc.slot_idx = in.slots.view();
+  rc.num_requests = c.numRequests;
+  expectOk(w, "ring_close", ks.ringClose(rc, Validation::Check));
+  PoolOffsetsArgs po{};
+  po.pool_row_offsets = plain.pro.view();
+  po.input_row_offsets = in.iro.view();
+  po.cache_lengths = in.lengths.view();
+  expectOk(w, "pool_offsets", ks.poolOffsets(po, Validation::Check));
   // pool_row_offsets against the reference; closed_pool against the pools
   // the test expects ring_close to close (they decide which entries exist).
   {
@@ -822,16 +831,29 @@ void runCall(const Config &cfg, const KernelSet &ks, const Call &c,
     plain.pooled = sized.pooled;
     plain.sPooled = sized.sPooled;
   }
-  expectOk(w, "compress",
-           ks.compress(plain.pooled.view(), in.k.view(), in.gate.view(),
-                       in.ape.view(), in.iro.view(), plain.pro.view(),
-                       in.lengths.view(), Validation::Check));
-  expectOk(w, "step",
-           ks.step(plain.sClosed.view(), plain.sClosedPool.view(),
-                   plain.sPro.view(), plain.sPooled.view(),
-                   plain.sTail.view(), in.k.view(), in.gate.view(),
-                   in.ape.view(), in.iro.view(), in.lengths.view(),
-                   in.slots.view(), c.numRequests, Validation::Check));
+  CompressArgs cp{};
+  cp.pooled = plain.pooled.view();
+  cp.k = in.k.view();
+  cp.gate = in.gate.view();
+  cp.ape = in.ape.view();
+  cp.input_row_offsets = in.iro.view();
+  cp.pool_row_offsets = plain.pro.view();
+  cp.cache_lengths = in.lengths.view();
+  expectOk(w, "compress", ks.compress(cp, Validation::Check));
+  StepArgs st{};
+  st.closed = plain.sClosed.view();
+  st.closed_pool = plain.sClosedPool.view();
+  st.pool_row_offsets = plain.sPro.view();
+  st.pooled = plain.sPooled.view();
+  st.tail = plain.sTail.view();
+  st.k = in.k.view();
+  st.gate = in.gate.view();
+  st.ape = in.ape.view();
+  st.input_row_offsets = in.iro.view();
+  st.cache_lengths = in.lengths.view();
+  st.slot_idx = in.slots.view();
+  st.num_requests = c.numRequests;
+  expectOk(w, "step", ks.step(st, Validation::Check));
 
   // The cache kernels: ring_close then compress into one cache buffer (as
   // an engine calls them), the fused step into another.
@@ -839,21 +861,50 @@ void runCall(const Config &cfg, const KernelSet &ks, const Call &c,
   std::vector<uint8_t> bufA = L.fresh(), bufB = L.fresh();
   Dense cached = freshDense(cfg, c, in, pooledRows);
   const Dense untouched = cached;
-  Status sRc = ks.ringCloseCache(
-      cached.rcPooled.view(), cached.closedPool.view(), L.keys(bufA),
-      L.scales(bufA), in.tail.view(), in.k.view(), in.gate.view(),
-      in.ape.view(), in.iro.view(), in.lengths.view(), in.slots.view(),
-      c.numRequests, table, Stream(), validation);
-  Status sCp = ks.compressCache(
-      cached.pooled.view(), L.keys(bufA), L.scales(bufA), in.k.view(),
-      in.gate.view(), in.ape.view(), in.iro.view(), plain.pro.view(),
-      in.lengths.view(), table, Stream(), validation);
-  Status sSt = ks.stepCache(
-      cached.sClosed.view(), cached.sClosedPool.view(), cached.sPro.view(),
-      cached.sPooled.view(), cached.sTail.view(), L.keys(bufB),
-      L.scales(bufB), in.k.view(), in.gate.view(), in.ape.view(),
-      in.iro.view(), in.lengths.view(), in.slots.view(), c.numRequests, table,
-      Stream(), validation);
+  RingCloseCacheArgs rcc{};
+  rcc.pooled = cached.rcPooled.view();
+  rcc.closed_pool = cached.closedPool.view();
+  rcc.cache_keys = L.keys(bufA);
+  rcc.cache_scales = L.scales(bufA);
+  rcc.tail = in.tail.view();
+  rcc.k = in.k.view();
+  rcc.gate = in.gate.view();
+  rcc.ape = in.ape.view();
+  rcc.input_row_offsets = in.iro.view();
+  rcc.cache_lengths = in.lengths.view();
+  rcc.slot_idx = in.slots.view();
+  rcc.num_requests = c.numRequests;
+  rcc.block_table = table;
+  Status sRc = ks.ringCloseCache(rcc, validation);
+  CompressCacheArgs cpc{};
+  cpc.pooled = cached.pooled.view();
+  cpc.cache_keys = L.keys(bufA);
+  cpc.cache_scales = L.scales(bufA);
+  cpc.k = in.k.view();
+  cpc.gate = in.gate.view();
+  cpc.ape = in.ape.view();
+  cpc.input_row_offsets = in.iro.view();
+  cpc.pool_row_offsets = plain.pro.view();
+  cpc.cache_lengths = in.lengths.view();
+  cpc.block_table = table;
+  Status sCp = ks.compressCache(cpc, validation);
+  StepCacheArgs stc{};
+  stc.closed = cached.sClosed.view();
+  stc.closed_pool = cached.sClosedPool.view();
+  stc.pool_row_offsets = cached.sPro.view();
+  stc.pooled = cached.sPooled.view();
+  stc.tail = cached.sTail.view();
+  stc.cache_keys = L.keys(bufB);
+  stc.cache_scales = L.scales(bufB);
+  stc.k = in.k.view();
+  stc.gate = in.gate.view();
+  stc.ape = in.ape.view();
+  stc.input_row_offsets = in.iro.view();
+  stc.cache_lengths = in.lengths.view();
+  stc.slot_idx = in.slots.view();
+  stc.num_requests = c.numRequests;
+  stc.block_table = table;
+  Status sSt = ks.stepCache(stc, validation);
 
   struct OpRun {
     const char *op; // the validator's name of the op

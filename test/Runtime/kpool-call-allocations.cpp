@@ -105,37 +105,68 @@ int main(int argc, char **argv) {
        proV = denseView(pro.data(), {B + 1}),
        capacityV = denseView(pooled.data(), {capacity, D});
   const int32_t live = int32_t(B);
+  // Every op's arguments, built once.
+  PoolOffsetsArgs po{};
+  po.pool_row_offsets = proV;
+  po.input_row_offsets = iroV;
+  po.cache_lengths = cacheV;
   // pool_offsets first, so that compress gets its exact output rows.
-  if (!set->poolOffsets(proV, iroV, cacheV).ok()) {
+  if (!set->poolOffsets(po).ok()) {
     std::printf("FAIL: pool_offsets\n");
     return 1;
   }
   View pooledV = denseView(pooled.data(), {int64_t(pro[B]), D});
+  CompressArgs cp{};
+  cp.pooled = pooledV;
+  cp.k = kV;
+  cp.gate = gV;
+  cp.ape = apeV;
+  cp.input_row_offsets = iroV;
+  cp.pool_row_offsets = proV;
+  cp.cache_lengths = cacheV;
+  RingCloseArgs rc{};
+  rc.pooled = closedRowsV;
+  rc.closed_pool = closedV;
+  rc.tail = tailV;
+  rc.k = kV;
+  rc.gate = gV;
+  rc.ape = apeV;
+  rc.input_row_offsets = iroV;
+  rc.cache_lengths = cacheV;
+  rc.slot_idx = slotV;
+  rc.num_requests = live;
+  SeedTailArgs st{};
+  st.tail = tailV;
+  st.k = kV;
+  st.gate = gV;
+  st.input_row_offsets = iroV;
+  st.cache_lengths = cacheV;
+  st.slot_idx = slotV;
+  st.num_requests = live;
+  StepArgs sp{};
+  sp.closed = closedRowsV;
+  sp.closed_pool = closedV;
+  sp.pool_row_offsets = proV;
+  sp.pooled = capacityV;
+  sp.tail = tailV;
+  sp.k = kV;
+  sp.gate = gV;
+  sp.ape = apeV;
+  sp.input_row_offsets = iroV;
+  sp.cache_lengths = cacheV;
+  sp.slot_idx = slotV;
+  sp.num_requests = live;
 
   struct EntryPoint {
     const char *name;
     std::function<Status()> call;
   };
   std::vector<EntryPoint> entryPoints = {
-      {"pool_offsets", [&] { return set->poolOffsets(proV, iroV, cacheV); }},
-      {"compress",
-       [&] {
-         return set->compress(pooledV, kV, gV, apeV, iroV, proV, cacheV);
-       }},
-      {"ring_close",
-       [&] {
-         return set->ringClose(closedRowsV, closedV, tailV, kV, gV, apeV, iroV,
-                               cacheV, slotV, live);
-       }},
-      {"seed_tail",
-       [&] {
-         return set->seedTail(tailV, kV, gV, iroV, cacheV, slotV, live);
-       }},
-      {"step",
-       [&] {
-         return set->step(closedRowsV, closedV, proV, capacityV, tailV, kV, gV,
-                          apeV, iroV, cacheV, slotV, live);
-       }},
+      {"pool_offsets", [&] { return set->poolOffsets(po); }},
+      {"compress", [&] { return set->compress(cp); }},
+      {"ring_close", [&] { return set->ringClose(rc); }},
+      {"seed_tail", [&] { return set->seedTail(st); }},
+      {"step", [&] { return set->step(sp); }},
   };
   // The production pool cache (FP8 with the Hadamard rotation) on a second
   // set: every request owns its own pages of a paged cache.
@@ -158,22 +189,53 @@ int main(int argc, char **argv) {
   View keysV = denseView(cacheKeys.data(), {N, pageSize, D}),
        scalesV = denseView(cacheScales.data(), {N, pageSize}),
        tableV = denseView(table.data(), {B, W});
-  entryPoints.push_back({"compress (pool cache)", [&] {
-                           return cacheSet->compressCache(
-                               pooledV, keysV, scalesV, kV, gV, apeV, iroV,
-                               proV, cacheV, tableV);
-                         }});
-  entryPoints.push_back({"ring_close (pool cache)", [&] {
-                           return cacheSet->ringCloseCache(
-                               closedRowsV, closedV, keysV, scalesV, tailV, kV,
-                               gV, apeV, iroV, cacheV, slotV, live, tableV);
-                         }});
-  entryPoints.push_back({"step (pool cache)", [&] {
-                           return cacheSet->stepCache(
-                               closedRowsV, closedV, proV, capacityV, tailV,
-                               keysV, scalesV, kV, gV, apeV, iroV, cacheV,
-                               slotV, live, tableV);
-                         }});
+  CompressCacheArgs cpc{};
+  cpc.pooled = pooledV;
+  cpc.cache_keys = keysV;
+  cpc.cache_scales = scalesV;
+  cpc.k = kV;
+  cpc.gate = gV;
+  cpc.ape = apeV;
+  cpc.input_row_offsets = iroV;
+  cpc.pool_row_offsets = proV;
+  cpc.cache_lengths = cacheV;
+  cpc.block_table = tableV;
+  RingCloseCacheArgs rcc{};
+  rcc.pooled = closedRowsV;
+  rcc.closed_pool = closedV;
+  rcc.cache_keys = keysV;
+  rcc.cache_scales = scalesV;
+  rcc.tail = tailV;
+  rcc.k = kV;
+  rcc.gate = gV;
+  rcc.ape = apeV;
+  rcc.input_row_offsets = iroV;
+  rcc.cache_lengths = cacheV;
+  rcc.slot_idx = slotV;
+  rcc.num_requests = live;
+  rcc.block_table = tableV;
+  StepCacheArgs spc{};
+  spc.closed = closedRowsV;
+  spc.closed_pool = closedV;
+  spc.pool_row_offsets = proV;
+  spc.pooled = capacityV;
+  spc.tail = tailV;
+  spc.cache_keys = keysV;
+  spc.cache_scales = scalesV;
+  spc.k = kV;
+  spc.gate = gV;
+  spc.ape = apeV;
+  spc.input_row_offsets = iroV;
+  spc.cache_lengths = cacheV;
+  spc.slot_idx = slotV;
+  spc.num_requests = live;
+  spc.block_table = tableV;
+  entryPoints.push_back({"compress (pool cache)",
+                         [&] { return cacheSet->compressCache(cpc); }});
+  entryPoints.push_back({"ring_close (pool cache)",
+                         [&] { return cacheSet->ringCloseCache(rcc); }});
+  entryPoints.push_back({"step (pool cache)",
+                         [&] { return cacheSet->stepCache(spc); }});
   bool ok = true;
   for (EntryPoint &e : entryPoints) {
     Status warm = e.call(); // the first call may set up per-thread state
@@ -196,7 +258,7 @@ int main(int argc, char **argv) {
   }
   // A bad slot still gets its message.
   slots[3] = slots[4];
-  Status bad = set->seedTail(tailV, kV, gV, iroV, cacheV, slotV, live);
+  Status bad = set->seedTail(st);
   bool reported = !bad.ok() && bad.message().find("also the slot of request") !=
                                    std::string::npos;
   std::printf("%s: a duplicate slot is still reported: %s\n",
@@ -205,7 +267,7 @@ int main(int argc, char **argv) {
   // With a later request's slot out of the ring too, that is the error:
   // the duplicate, which no kernel guard sees, comes only last.
   slots[9] = uint32_t(B + 5);
-  bad = set->seedTail(tailV, kV, gV, iroV, cacheV, slotV, live);
+  bad = set->seedTail(st);
   bool last = !bad.ok() &&
               bad.message().find("is not below max_slots") != std::string::npos;
   std::printf("%s: a duplicate slot comes after other faults: %s\n",

@@ -455,20 +455,63 @@ Ops absoluteKeys(const Ops &o) {
 //===----------------------------------------------------------------------===//
 
 Status kRingClose(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.ringClose(o.rcPooled.view(), o.closed.view(), o.tail.view(),
-                      o.k.view(), o.gate.view(), o.ape.view(), o.iro.view(),
-                      o.cache.view(), o.slots.view(), o.numRequests, v);
+  RingCloseArgs a{};
+  a.pooled = o.rcPooled.view();
+  a.closed_pool = o.closed.view();
+  a.tail = o.tail.view();
+  a.k = o.k.view();
+  a.gate = o.gate.view();
+  a.ape = o.ape.view();
+  a.input_row_offsets = o.iro.view();
+  a.cache_lengths = o.cache.view();
+  a.slot_idx = o.slots.view();
+  a.num_requests = o.numRequests;
+  return ks.ringClose(a, v);
 }
 Status kPoolOffsets(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.poolOffsets(o.pro.view(), o.iro.view(), o.cache.view(), v);
+  PoolOffsetsArgs a{};
+  a.pool_row_offsets = o.pro.view();
+  a.input_row_offsets = o.iro.view();
+  a.cache_lengths = o.cache.view();
+  return ks.poolOffsets(a, v);
 }
 Status kCompress(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.compress(o.pooled.view(), o.k.view(), o.gate.view(), o.ape.view(),
-                     o.iro.view(), o.pro.view(), o.cache.view(), v);
+  CompressArgs a{};
+  a.pooled = o.pooled.view();
+  a.k = o.k.view();
+  a.gate = o.gate.view();
+  a.ape = o.ape.view();
+  a.input_row_offsets = o.iro.view();
+  a.pool_row_offsets = o.pro.view();
+  a.cache_lengths = o.cache.view();
+  return ks.compress(a, v);
 }
 Status kSeedTail(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.seedTail(o.tail.view(), o.k.view(), o.gate.view(), o.iro.view(),
-                     o.cache.view(), o.slots.view(), o.numRequests, v);
+  SeedTailArgs a{};
+  a.tail = o.tail.view();
+  a.k = o.k.view();
+  a.gate = o.gate.view();
+  a.input_row_offsets = o.iro.view();
+  a.cache_lengths = o.cache.view();
+  a.slot_idx = o.slots.view();
+  a.num_requests = o.numRequests;
+  return ks.seedTail(a, v);
+}
+Status kStep(const KernelSet &ks, Ops &o, Validation v) {
+  StepArgs a{};
+  a.closed = o.rcPooled.view();
+  a.closed_pool = o.closed.view();
+  a.pool_row_offsets = o.pro.view();
+  a.pooled = o.pooled.view();
+  a.tail = o.tail.view();
+  a.k = o.k.view();
+  a.gate = o.gate.view();
+  a.ape = o.ape.view();
+  a.input_row_offsets = o.iro.view();
+  a.cache_lengths = o.cache.view();
+  a.slot_idx = o.slots.view();
+  a.num_requests = o.numRequests;
+  return ks.step(a, v);
 }
 
 void rRingClose(const Config &cfg, Ops &o) {
@@ -571,11 +614,7 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
   if (allOk && v == Validation::Check && !opt.pro) {
     fused.pooled =
         Buffer::make(cfg.esize(), {rows, cfg.D}, kOps.pooledLayout);
-    Status s = ks.step(fused.rcPooled.view(), fused.closed.view(),
-                       fused.pro.view(), fused.pooled.view(), fused.tail.view(),
-                       fused.k.view(), fused.gate.view(), fused.ape.view(),
-                       fused.iro.view(), fused.cache.view(), fused.slots.view(),
-                       fused.numRequests, v);
+    Status s = kStep(ks, fused, v);
     if (expectOk(c, tag + " step", s)) {
       compareOps(c, tag + " step vs the four ops:", cfg, fused, kOps,
                  Fresh::None, /*exact=*/true);

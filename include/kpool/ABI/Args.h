@@ -76,8 +76,14 @@ typedef enum KPoolOperandKind {
 #undef KPOOL_ARGS_SCALAR_F32
 
 /// The kernels, in the table's order (KPoolKernelCompress, ...,
-/// KPoolKernelStepCache).
+/// KPoolKernelStepCache). A C caller may pass any int; in C++ the enum has
+/// a fixed underlying type so that such a value is a valid enum value (and
+/// rejected by the C API), not undefined behaviour.
+#ifdef __cplusplus
+typedef enum KPoolKernelId : int {
+#else
 typedef enum KPoolKernelId {
+#endif
 #define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)             \
   KPoolKernel##Name,
 #include "kpool/ABI/KernelABI.def"

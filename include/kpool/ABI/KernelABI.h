@@ -152,6 +152,43 @@ constexpr const Operand *findOperand(KernelId id, const char *name) {
   return nullptr;
 }
 
+/// The names of roles and kinds, as the C API's kpoolEnumName spells them
+/// ("output", ...; "element", "u32", ...); null for a value that is not one.
+constexpr const char *roleName(Role role) {
+  switch (role) {
+  case Role::Output:
+    return "output";
+  case Role::Input:
+    return "input";
+  case Role::Scalar:
+    return "scalar";
+  case Role::Context:
+    return "context";
+  }
+  return nullptr;
+}
+constexpr const char *kindName(Kind kind) {
+  switch (kind) {
+  case Kind::Element:
+    return "element";
+  case Kind::U32:
+    return "u32";
+  case Kind::I32:
+    return "i32";
+  case Kind::F32:
+    return "f32";
+  case Kind::Stream:
+    return "stream";
+  case Kind::CacheEntry:
+    return "cache_entry";
+  case Kind::U64:
+    return "u64";
+  case Kind::CacheScale:
+    return "cache_scale";
+  }
+  return nullptr;
+}
+
 /// Bytes per element of an operand of `kind`, for a kernel set of
 /// `elementSize`-byte elements whose pool-cache entries have
 /// `cacheEntrySize`-byte elements (1 for FP8).

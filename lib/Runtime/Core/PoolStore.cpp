@@ -221,13 +221,20 @@ Status PoolStore::stepImpl(const View &k, const View &gate,
     produced->reserve(produced->size() + newPools);
 
   // One kernel: ring_close, pool_offsets, compress, seed_tail (kpool.step).
-  View closedRowsView = denseView(closedRows.data(), {batch, c.headDim});
-  View closedView = denseView(closed.data(), {batch});
-  View pooledView = denseView(pooled.data(), {capacity, c.headDim});
-  if (Status s = kernelSet->step(closedRowsView, closedView, proView,
-                                 pooledView, ringView, k, gate, apeView,
-                                 iroView, cacheView, slotView, numRequests);
-      !s.ok())
+  StepArgs a{};
+  a.closed = denseView(closedRows.data(), {batch, c.headDim});
+  a.closed_pool = denseView(closed.data(), {batch});
+  a.pool_row_offsets = proView;
+  a.pooled = denseView(pooled.data(), {capacity, c.headDim});
+  a.tail = ringView;
+  a.k = k;
+  a.gate = gate;
+  a.ape = apeView;
+  a.input_row_offsets = iroView;
+  a.cache_lengths = cacheView;
+  a.slot_idx = slotView;
+  a.num_requests = numRequests;
+  if (Status s = kernelSet->step(a); !s.ok())
     return s;
 
   // Pools complete in id order: the ring's pool first, then compress's.

@@ -542,29 +542,80 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
   }
   Tensor proHostT(4, {B + 1});
   proHostT.fill(0, bytesOf(proHost));
+  // Each op's arguments, on the host copies (to check) or on the device.
+  auto view = [](Tensor &t, bool host) {
+    return host ? t.hostView() : t.deviceView();
+  };
+  auto stepArgs = [&](bool host) {
+    StepArgs a{};
+    a.closed = view(closedRows, host);
+    a.closed_pool = view(closedT, host);
+    a.pool_row_offsets = view(proT, host);
+    a.pooled = view(pooledT, host);
+    a.tail = view(ring, host);
+    a.k = view(kT, host);
+    a.gate = view(gT, host);
+    a.ape = view(apeT, host);
+    a.input_row_offsets = view(iroT, host);
+    a.cache_lengths = view(cacheT, host);
+    a.slot_idx = view(slotT, host);
+    a.num_requests = int32_t(B);
+    return a;
+  };
+  auto ringCloseArgs = [&](bool host) {
+    RingCloseArgs a{};
+    a.pooled = view(closedRows, host);
+    a.closed_pool = view(closedT, host);
+    a.tail = view(ring, host);
+    a.k = view(kT, host);
+    a.gate = view(gT, host);
+    a.ape = view(apeT, host);
+    a.input_row_offsets = view(iroT, host);
+    a.cache_lengths = view(cacheT, host);
+    a.slot_idx = view(slotT, host);
+    a.num_requests = int32_t(B);
+    return a;
+  };
+  auto poolOffsetsArgs = [&](bool host) {
+    PoolOffsetsArgs a{};
+    a.pool_row_offsets = view(proT, host);
+    a.input_row_offsets = view(iroT, host);
+    a.cache_lengths = view(cacheT, host);
+    return a;
+  };
+  auto compressArgs = [&](bool host) {
+    CompressArgs a{};
+    a.pooled = view(pooledT, host);
+    a.k = view(kT, host);
+    a.gate = view(gT, host);
+    a.ape = view(apeT, host);
+    a.input_row_offsets = view(iroT, host);
+    a.pool_row_offsets = host ? proHostT.hostView() : proT.deviceView();
+    a.cache_lengths = view(cacheT, host);
+    return a;
+  };
+  auto seedTailArgs = [&](bool host) {
+    SeedTailArgs a{};
+    a.tail = view(ring, host);
+    a.k = view(kT, host);
+    a.gate = view(gT, host);
+    a.input_row_offsets = view(iroT, host);
+    a.cache_lengths = view(cacheT, host);
+    a.slot_idx = view(slotT, host);
+    a.num_requests = int32_t(B);
+    return a;
+  };
   Status s;
   if (fused)
-    s = kernels.checkStep(closedRows.hostView(), closedT.hostView(),
-                          proT.hostView(), pooledT.hostView(), ring.hostView(),
-                          kT.hostView(), gT.hostView(), apeT.hostView(),
-                          iroT.hostView(), cacheT.hostView(),
-                          slotT.hostView(), int32_t(B));
+    s = kernels.check(stepArgs(true));
   if (!fused)
-    s = kernels.checkRingClose(
-      closedRows.hostView(), closedT.hostView(), ring.hostView(),
-      kT.hostView(), gT.hostView(), apeT.hostView(), iroT.hostView(),
-      cacheT.hostView(), slotT.hostView(), int32_t(B));
+    s = kernels.check(ringCloseArgs(true));
   if (s.ok() && !fused)
-    s = kernels.checkPoolOffsets(proT.hostView(), iroT.hostView(),
-                                 cacheT.hostView());
+    s = kernels.check(poolOffsetsArgs(true));
   if (s.ok() && !fused)
-    s = kernels.checkCompress(pooledT.hostView(), kT.hostView(),
-                              gT.hostView(), apeT.hostView(), iroT.hostView(),
-                              proHostT.hostView(), cacheT.hostView());
+    s = kernels.check(compressArgs(true));
   if (s.ok() && !fused)
-    s = kernels.checkSeedTail(ring.hostView(), kT.hostView(), gT.hostView(),
-                              iroT.hostView(), cacheT.hostView(),
-                              slotT.hostView(), int32_t(B));
+    s = kernels.check(seedTailArgs(true));
   if (!s.ok())
     return s;
   for (Tensor *t : {&kT, &gT, &iroT, &cacheT, &slotT, &proT, &closedT,
@@ -575,35 +626,22 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
   // calls only enqueue on the stream.
   Stream on(stream);
   if (fused)
-    s = kernels.step(closedRows.deviceView(), closedT.deviceView(),
-                     proT.deviceView(), pooledT.deviceView(), ring.deviceView(),
-                     kT.deviceView(), gT.deviceView(), apeT.deviceView(),
-                     iroT.deviceView(), cacheT.deviceView(),
-                     slotT.deviceView(), int32_t(B), on);
+    s = kernels.step(stepArgs(false), on);
   if (!s.ok())
     return s;
   if (!fused) {
-  s = kernels.ringClose(closedRows.deviceView(), closedT.deviceView(),
-                        ring.deviceView(), kT.deviceView(), gT.deviceView(),
-                        apeT.deviceView(), iroT.deviceView(),
-                        cacheT.deviceView(), slotT.deviceView(), int32_t(B),
-                        on);
-  if (!s.ok())
-    return s;
-  s = kernels.poolOffsets(proT.deviceView(), iroT.deviceView(),
-                          cacheT.deviceView(), on);
-  if (!s.ok())
-    return s;
-  s = kernels.compress(pooledT.deviceView(), kT.deviceView(), gT.deviceView(),
-                       apeT.deviceView(), iroT.deviceView(), proT.deviceView(),
-                       cacheT.deviceView(), on);
-  if (!s.ok())
-    return s;
-  s = kernels.seedTail(ring.deviceView(), kT.deviceView(), gT.deviceView(),
-                       iroT.deviceView(), cacheT.deviceView(),
-                       slotT.deviceView(), int32_t(B), on);
-  if (!s.ok())
-    return s;
+    s = kernels.ringClose(ringCloseArgs(false), on);
+    if (!s.ok())
+      return s;
+    s = kernels.poolOffsets(poolOffsetsArgs(false), on);
+    if (!s.ok())
+      return s;
+    s = kernels.compress(compressArgs(false), on);
+    if (!s.ok())
+      return s;
+    s = kernels.seedTail(seedTailArgs(false), on);
+    if (!s.ok())
+      return s;
   }
 
   std::vector<uint8_t> proImage = proT.download(stream);
@@ -688,10 +726,15 @@ DeviceSchedule::checkAgainstOneShot(const std::string &prefix) const {
     apeHost.fill(0, bytesOf(ape));
     for (Tensor *t : {&kT, &gT, &iroT, &cacheT, &proT, &oneShot})
       t->upload(stream);
-    Status s = kernels.compress(
-        oneShot.deviceView(), kT.deviceView(), gT.deviceView(),
-        apeT.deviceView(), iroT.deviceView(), proT.deviceView(),
-        cacheT.deviceView(), Stream(stream));
+    CompressArgs c{};
+    c.pooled = oneShot.deviceView();
+    c.k = kT.deviceView();
+    c.gate = gT.deviceView();
+    c.ape = apeT.deviceView();
+    c.input_row_offsets = iroT.deviceView();
+    c.pool_row_offsets = proT.deviceView();
+    c.cache_lengths = cacheT.deviceView();
+    Status s = kernels.compress(c, Stream(stream));
     if (!s.ok()) {
       std::printf("%sone-shot compress of request %zu: %s\n", prefix.c_str(), r,
                   s.message().c_str());
