@@ -33,6 +33,7 @@
 #endif
 
 #include "GPU/GpuSupport.h"
+#include "Support/ArgsByName.h"
 #include "Reference/PoolCache.h"
 
 #include <algorithm>
@@ -217,23 +218,22 @@ int run(const KernelSet &kernels, const CacheFormat &format,
     View kv = k.deviceView(), gv = g.deviceView();
     kv.sizes[0] = gv.sizes[0] = T;
     View base = cache.bytes.deviceView();
-    StepCacheArgs a{};
-    a.closed = closed.deviceView();
-    a.closed_pool = ids.deviceView();
-    a.pool_row_offsets = pro.deviceView();
-    a.pooled = pooled.deviceView();
-    a.tail = tail.deviceView();
-    a.cache_keys = cache.keys(base);
-    a.cache_scales = cache.scales(base);
-    a.k = kv;
-    a.gate = gv;
-    a.ape = ape.deviceView();
-    a.input_row_offsets = tIro.deviceView();
-    a.cache_lengths = tCache.deviceView();
-    a.slot_idx = tSlots.deviceView();
-    a.num_requests = int32_t(B);
-    a.block_table = tTable.deviceView();
-    die(kernels.stepCache(a));
+    die(kernels.stepCache(test::argsByName<StepCacheArgs>(
+        {{"closed", closed.deviceView()},
+         {"closed_pool", ids.deviceView()},
+         {"pool_row_offsets", pro.deviceView()},
+         {"pooled", pooled.deviceView()},
+         {"tail", tail.deviceView()},
+         {"cache_keys", cache.keys(base)},
+         {"cache_scales", cache.scales(base)},
+         {"k", kv},
+         {"gate", gv},
+         {"ape", ape.deviceView()},
+         {"input_row_offsets", tIro.deviceView()},
+         {"cache_lengths", tCache.deviceView()},
+         {"slot_idx", tSlots.deviceView()},
+         {"block_table", tTable.deviceView()}},
+        int32_t(B))));
     std::vector<uint8_t> closedImg = closed.download();
     std::vector<uint8_t> closedRows = closed.dense(&closedImg);
     std::vector<uint8_t> idBytes = ids.download();
@@ -298,23 +298,23 @@ int run(const KernelSet &kernels, const CacheFormat &format,
                       &pro, &pooled})
       t->upload();
     View base = cache.bytes.deviceView();
-    StepCacheArgs a{};
-    a.closed = closed.deviceView();
-    a.closed_pool = ids.deviceView();
-    a.pool_row_offsets = pro.deviceView();
-    a.pooled = pooled.deviceView();
-    a.tail = tail.deviceView();
-    a.cache_keys = cache.keys(base);
-    a.cache_scales = cache.scales(base);
-    a.k = k.deviceView();
-    a.gate = k.deviceView();
-    a.ape = ape.deviceView();
-    a.input_row_offsets = tIro.deviceView();
-    a.cache_lengths = tCache.deviceView();
-    a.slot_idx = tSlots.deviceView();
-    a.num_requests = 4;
-    a.block_table = tTable.deviceView();
-    die(kernels.stepCache(a, Validation::Trust));
+    die(kernels.stepCache(test::argsByName<StepCacheArgs>(
+                              {{"closed", closed.deviceView()},
+                               {"closed_pool", ids.deviceView()},
+                               {"pool_row_offsets", pro.deviceView()},
+                               {"pooled", pooled.deviceView()},
+                               {"tail", tail.deviceView()},
+                               {"cache_keys", cache.keys(base)},
+                               {"cache_scales", cache.scales(base)},
+                               {"k", k.deviceView()},
+                               {"gate", k.deviceView()},
+                               {"ape", ape.deviceView()},
+                               {"input_row_offsets", tIro.deviceView()},
+                               {"cache_lengths", tCache.deviceView()},
+                               {"slot_idx", tSlots.deviceView()},
+                               {"block_table", tTable.deviceView()}},
+                              4),
+                          Validation::Trust));
     std::vector<uint8_t> pooledImg = pooled.download();
     std::vector<uint8_t> proBytes = pro.download();
     std::vector<uint8_t> closedImg = closed.download();

@@ -29,6 +29,7 @@
 #endif
 
 #include "GPU/GpuSupport.h"
+#include "Support/ArgsByName.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -115,41 +116,27 @@ struct Engine {
         std::exit(1);
       }
     };
-    RingCloseArgs rc{};
-    rc.pooled = closedRows.deviceView();
-    rc.closed_pool = closed.deviceView();
-    rc.tail = ring.deviceView();
-    rc.k = k.deviceView();
-    rc.gate = g.deviceView();
-    rc.ape = ape.deviceView();
-    rc.input_row_offsets = iro.deviceView();
-    rc.cache_lengths = cache.deviceView();
-    rc.slot_idx = slots.deviceView();
-    rc.num_requests = int32_t(B);
-    must(kernels.ringClose(rc, on));
-    PoolOffsetsArgs po{};
-    po.pool_row_offsets = pro.deviceView();
-    po.input_row_offsets = iro.deviceView();
-    po.cache_lengths = cache.deviceView();
-    must(kernels.poolOffsets(po, on));
-    CompressArgs cp{};
-    cp.pooled = pooled.deviceView();
-    cp.k = k.deviceView();
-    cp.gate = g.deviceView();
-    cp.ape = ape.deviceView();
-    cp.input_row_offsets = iro.deviceView();
-    cp.pool_row_offsets = pro.deviceView();
-    cp.cache_lengths = cache.deviceView();
-    must(kernels.compress(cp, on));
-    SeedTailArgs st{};
-    st.tail = ring.deviceView();
-    st.k = k.deviceView();
-    st.gate = g.deviceView();
-    st.input_row_offsets = iro.deviceView();
-    st.cache_lengths = cache.deviceView();
-    st.slot_idx = slots.deviceView();
-    st.num_requests = int32_t(B);
-    must(kernels.seedTail(st, on));
+    // The call's operands by their table names; ring_close's `pooled` is
+    // `closedRows`.
+    std::initializer_list<test::Named> operands = {
+        {"tail", ring.deviceView()},
+        {"k", k.deviceView()},
+        {"gate", g.deviceView()},
+        {"ape", ape.deviceView()},
+        {"input_row_offsets", iro.deviceView()},
+        {"pool_row_offsets", pro.deviceView()},
+        {"cache_lengths", cache.deviceView()},
+        {"slot_idx", slots.deviceView()},
+        {"closed_pool", closed.deviceView()},
+        {"pooled", pooled.deviceView()}};
+    int32_t n = int32_t(B);
+    must(kernels.ringClose(
+        test::with(test::argsByName<RingCloseArgs>(operands, n),
+                   {{"pooled", closedRows.deviceView()}}),
+        on));
+    must(kernels.poolOffsets(test::argsByName<PoolOffsetsArgs>(operands), on));
+    must(kernels.compress(test::argsByName<CompressArgs>(operands), on));
+    must(kernels.seedTail(test::argsByName<SeedTailArgs>(operands, n), on));
   }
 
   /// Every output of the step, downloaded after the stream's work.

@@ -55,6 +55,7 @@
 #endif
 
 #include "GPU/GpuSupport.h"
+#include "Support/ArgsByName.h"
 #include "Reference/VerifySchedule.h"
 
 #include <algorithm>
@@ -65,6 +66,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace kpool;
@@ -204,53 +206,41 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       out.status = s;
   };
   if (kernels) {
-    // Each op's arguments, on the host copies (to check) or on the device;
-    // compress takes `compressPro` as its pool_row_offsets.
-    auto view = [](Tensor &t, bool host) {
-      return host ? t.hostView() : t.deviceView();
+    // Each op's arguments from the call's operands by their table names, on
+    // the host copies (to check) or on the device; ring_close's `pooled` is
+    // `closedRows`, and compress takes `compressPro` as its
+    // pool_row_offsets.
+    auto args = [&](auto proto, bool host, Tensor &compressPro) {
+      using A = decltype(proto);
+      auto v = [&](Tensor &t) { return host ? t.hostView() : t.deviceView(); };
+      A a = test::argsByName<A>({{"closed_pool", v(closed)},
+                                 {"pool_row_offsets", v(proOut)},
+                                 {"pooled", v(pooled)},
+                                 {"tail", v(ring)},
+                                 {"k", v(k)},
+                                 {"gate", v(g)},
+                                 {"ape", v(ape)},
+                                 {"input_row_offsets", v(iro)},
+                                 {"cache_lengths", v(cache)},
+                                 {"slot_idx", v(slots)}},
+                                d.numRequests);
+      if (std::is_same_v<A, RingCloseArgs>)
+        a = test::with(a, {{"pooled", v(closedRows)}});
+      if (std::is_same_v<A, CompressArgs>)
+        a = test::with(a, {{"pool_row_offsets", v(compressPro)}});
+      return a;
     };
     auto ringCloseArgs = [&](bool host) {
-      RingCloseArgs a{};
-      a.pooled = view(closedRows, host);
-      a.closed_pool = view(closed, host);
-      a.tail = view(ring, host);
-      a.k = view(k, host);
-      a.gate = view(g, host);
-      a.ape = view(ape, host);
-      a.input_row_offsets = view(iro, host);
-      a.cache_lengths = view(cache, host);
-      a.slot_idx = view(slots, host);
-      a.num_requests = d.numRequests;
-      return a;
+      return args(RingCloseArgs{}, host, pro);
     };
     auto poolOffsetsArgs = [&](bool host) {
-      PoolOffsetsArgs a{};
-      a.pool_row_offsets = view(proOut, host);
-      a.input_row_offsets = view(iro, host);
-      a.cache_lengths = view(cache, host);
-      return a;
+      return args(PoolOffsetsArgs{}, host, pro);
     };
     auto compressArgs = [&](bool host, Tensor &compressPro) {
-      CompressArgs a{};
-      a.pooled = view(pooled, host);
-      a.k = view(k, host);
-      a.gate = view(g, host);
-      a.ape = view(ape, host);
-      a.input_row_offsets = view(iro, host);
-      a.pool_row_offsets = view(compressPro, host);
-      a.cache_lengths = view(cache, host);
-      return a;
+      return args(CompressArgs{}, host, compressPro);
     };
     auto seedTailArgs = [&](bool host) {
-      SeedTailArgs a{};
-      a.tail = view(ring, host);
-      a.k = view(k, host);
-      a.gate = view(g, host);
-      a.input_row_offsets = view(iro, host);
-      a.cache_lengths = view(cache, host);
-      a.slot_idx = view(slots, host);
-      a.num_requests = d.numRequests;
-      return a;
+      return args(SeedTailArgs{}, host, pro);
     };
     // Check: validate the host copies before anything goes up, as a GPU
     // engine does (a GPU call reads no metadata back); compress's

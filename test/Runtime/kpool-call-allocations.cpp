@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Support/ArgsByName.h"
 #include "kpool/Runtime/Jit.h"
 #include "kpool/Runtime/KernelSet.h"
 
@@ -105,57 +106,33 @@ int main(int argc, char **argv) {
        proV = denseView(pro.data(), {B + 1}),
        capacityV = denseView(pooled.data(), {capacity, D});
   const int32_t live = int32_t(B);
-  // Every op's arguments, built once.
-  PoolOffsetsArgs po{};
-  po.pool_row_offsets = proV;
-  po.input_row_offsets = iroV;
-  po.cache_lengths = cacheV;
+  // Every op's arguments, built once from the call's operands by their
+  // table names (each op's own outputs on top).
+  std::initializer_list<test::Named> operands = {
+      {"tail", tailV},
+      {"k", kV},
+      {"gate", gV},
+      {"ape", apeV},
+      {"input_row_offsets", iroV},
+      {"pool_row_offsets", proV},
+      {"cache_lengths", cacheV},
+      {"slot_idx", slotV},
+      {"closed", closedRowsV},
+      {"closed_pool", closedV}};
+  PoolOffsetsArgs po = test::argsByName<PoolOffsetsArgs>(operands);
   // pool_offsets first, so that compress gets its exact output rows.
   if (!set->poolOffsets(po).ok()) {
     std::printf("FAIL: pool_offsets\n");
     return 1;
   }
   View pooledV = denseView(pooled.data(), {int64_t(pro[B]), D});
-  CompressArgs cp{};
-  cp.pooled = pooledV;
-  cp.k = kV;
-  cp.gate = gV;
-  cp.ape = apeV;
-  cp.input_row_offsets = iroV;
-  cp.pool_row_offsets = proV;
-  cp.cache_lengths = cacheV;
-  RingCloseArgs rc{};
-  rc.pooled = closedRowsV;
-  rc.closed_pool = closedV;
-  rc.tail = tailV;
-  rc.k = kV;
-  rc.gate = gV;
-  rc.ape = apeV;
-  rc.input_row_offsets = iroV;
-  rc.cache_lengths = cacheV;
-  rc.slot_idx = slotV;
-  rc.num_requests = live;
-  SeedTailArgs st{};
-  st.tail = tailV;
-  st.k = kV;
-  st.gate = gV;
-  st.input_row_offsets = iroV;
-  st.cache_lengths = cacheV;
-  st.slot_idx = slotV;
-  st.num_requests = live;
-  StepArgs sp{};
-  sp.closed = closedRowsV;
-  sp.closed_pool = closedV;
-  sp.pool_row_offsets = proV;
-  sp.pooled = capacityV;
-  sp.tail = tailV;
-  sp.k = kV;
-  sp.gate = gV;
-  sp.ape = apeV;
-  sp.input_row_offsets = iroV;
-  sp.cache_lengths = cacheV;
-  sp.slot_idx = slotV;
-  sp.num_requests = live;
+  CompressArgs cp =
+      test::with(test::argsByName<CompressArgs>(operands), {{"pooled", pooledV}});
+  RingCloseArgs rc = test::with(test::argsByName<RingCloseArgs>(operands, live),
+                                {{"pooled", closedRowsV}});
+  SeedTailArgs st = test::argsByName<SeedTailArgs>(operands, live);
+  StepArgs sp = test::with(test::argsByName<StepArgs>(operands, live),
+                           {{"pooled", capacityV}});
 
   struct EntryPoint {
     const char *name;
@@ -189,47 +166,18 @@ int main(int argc, char **argv) {
   View keysV = denseView(cacheKeys.data(), {N, pageSize, D}),
        scalesV = denseView(cacheScales.data(), {N, pageSize}),
        tableV = denseView(table.data(), {B, W});
-  CompressCacheArgs cpc{};
-  cpc.pooled = pooledV;
-  cpc.cache_keys = keysV;
-  cpc.cache_scales = scalesV;
-  cpc.k = kV;
-  cpc.gate = gV;
-  cpc.ape = apeV;
-  cpc.input_row_offsets = iroV;
-  cpc.pool_row_offsets = proV;
-  cpc.cache_lengths = cacheV;
-  cpc.block_table = tableV;
-  RingCloseCacheArgs rcc{};
-  rcc.pooled = closedRowsV;
-  rcc.closed_pool = closedV;
-  rcc.cache_keys = keysV;
-  rcc.cache_scales = scalesV;
-  rcc.tail = tailV;
-  rcc.k = kV;
-  rcc.gate = gV;
-  rcc.ape = apeV;
-  rcc.input_row_offsets = iroV;
-  rcc.cache_lengths = cacheV;
-  rcc.slot_idx = slotV;
-  rcc.num_requests = live;
-  rcc.block_table = tableV;
-  StepCacheArgs spc{};
-  spc.closed = closedRowsV;
-  spc.closed_pool = closedV;
-  spc.pool_row_offsets = proV;
-  spc.pooled = capacityV;
-  spc.tail = tailV;
-  spc.cache_keys = keysV;
-  spc.cache_scales = scalesV;
-  spc.k = kV;
-  spc.gate = gV;
-  spc.ape = apeV;
-  spc.input_row_offsets = iroV;
-  spc.cache_lengths = cacheV;
-  spc.slot_idx = slotV;
-  spc.num_requests = live;
-  spc.block_table = tableV;
+  std::initializer_list<test::Named> cacheGroup = {
+      {"cache_keys", keysV}, {"cache_scales", scalesV}, {"block_table", tableV}};
+  CompressCacheArgs cpc = test::with(
+      test::with(test::argsByName<CompressCacheArgs>(operands), cacheGroup),
+      {{"pooled", pooledV}});
+  RingCloseCacheArgs rcc = test::with(
+      test::with(test::argsByName<RingCloseCacheArgs>(operands, live),
+                 cacheGroup),
+      {{"pooled", closedRowsV}});
+  StepCacheArgs spc = test::with(
+      test::with(test::argsByName<StepCacheArgs>(operands, live), cacheGroup),
+      {{"pooled", capacityV}});
   entryPoints.push_back({"compress (pool cache)",
                          [&] { return cacheSet->compressCache(cpc); }});
   entryPoints.push_back({"ring_close (pool cache)",

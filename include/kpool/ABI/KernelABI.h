@@ -152,6 +152,36 @@ constexpr const Operand *findOperand(KernelId id, const char *name) {
   return nullptr;
 }
 
+/// The kernel whose argument struct is `A`, e.g. KernelOf<CompressArgs>
+/// is KernelId::Compress.
+template <typename A> struct KernelOf;
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)             \
+  template <> struct KernelOf<KPool##Name##Args> {                             \
+    static constexpr KernelId value = KernelId::Name;                          \
+  };
+#include "kpool/ABI/KernelABI.def"
+
+/// Sets the view operand `name` of `args`, kernel `id`'s argument struct, by
+/// the table's offset; false (and nothing written) when the kernel has no
+/// such view operand.
+inline bool setView(KernelId id, void *args, const char *name,
+                    const KPoolView &view) {
+  const Operand *o = findOperand(id, name);
+  if (!o || (o->role != Role::Output && o->role != Role::Input))
+    return false;
+  *reinterpret_cast<KPoolView *>(static_cast<char *>(args) + o->offset) = view;
+  return true;
+}
+/// Sets the int32 scalar operand `name` of `args`; false when there is none.
+inline bool setScalar(KernelId id, void *args, const char *name,
+                      int32_t value) {
+  const Operand *o = findOperand(id, name);
+  if (!o || o->role != Role::Scalar || o->kind != Kind::I32)
+    return false;
+  *reinterpret_cast<int32_t *>(static_cast<char *>(args) + o->offset) = value;
+  return true;
+}
+
 /// The names of roles and kinds, as the C API's kpoolEnumName spells them
 /// ("output", ...; "element", "u32", ...); null for a value that is not one.
 constexpr const char *roleName(Role role) {

@@ -89,29 +89,29 @@ constexpr uint8_t findingOf(uint64_t word) {
   return uint8_t(word & ((1u << kFindingBits) - 1));
 }
 
-/// The field a finding names, or null for a code that is not a finding.
-constexpr const char *fieldOf(uint8_t finding) {
+/// What a finding names and means: the field and the message ("[b]" and
+/// "[b+1]" standing for the request's indices); nulls for a code that is
+/// not a finding.
+struct FindingInfo {
+  const char *field = nullptr;
+  const char *what = nullptr;
+};
+constexpr FindingInfo info(uint8_t finding) {
   switch (finding) {
-#define KPOOL_STATUS_FIELD(Name, C_NAME, code, field, what)                    \
+#define KPOOL_STATUS_INFO(Name, C_NAME, code, field, what)                     \
   case code:                                                                   \
-    return field;
-    KPOOL_STATUS_FINDINGS(KPOOL_STATUS_FIELD)
-#undef KPOOL_STATUS_FIELD
+    return FindingInfo{field, what};
+    KPOOL_STATUS_FINDINGS(KPOOL_STATUS_INFO)
+#undef KPOOL_STATUS_INFO
   }
-  return nullptr;
+  return FindingInfo{};
 }
 
+/// The field a finding names, or null for a code that is not a finding.
+constexpr const char *fieldOf(uint8_t finding) { return info(finding).field; }
+
 /// What a finding means, or null for a code that is not a finding.
-constexpr const char *describe(uint8_t finding) {
-  switch (finding) {
-#define KPOOL_STATUS_WHAT(Name, C_NAME, code, field, what)                     \
-  case code:                                                                   \
-    return what;
-    KPOOL_STATUS_FINDINGS(KPOOL_STATUS_WHAT)
-#undef KPOOL_STATUS_WHAT
-  }
-  return nullptr;
-}
+constexpr const char *describe(uint8_t finding) { return info(finding).what; }
 
 } // namespace kpool::status
 

@@ -25,13 +25,6 @@
 using namespace kpool;
 using namespace kpool::detail;
 
-#define KPOOL_TRY(expr)                                                        \
-  do {                                                                         \
-    Status s_ = (expr);                                                        \
-    if (!s_.ok())                                                              \
-      return s_;                                                               \
-  } while (false)
-
 const char *kpool::targetName(Target target) {
   switch (target) {
   case Target::CPU:

@@ -16,13 +16,6 @@
 using namespace kpool;
 using namespace kpool::detail;
 
-#define KPOOL_TRY(expr)                                                        \
-  do {                                                                         \
-    Status s_ = (expr);                                                        \
-    if (!s_.ok())                                                              \
-      return s_;                                                               \
-  } while (false)
-
 namespace {
 
 /// The batch (cache_lengths' length) and the lengths of the two offset

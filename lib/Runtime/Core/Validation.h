@@ -18,6 +18,14 @@
 
 #include <vector>
 
+/// Returns the Status `expr` when it is an error.
+#define KPOOL_TRY(expr)                                                        \
+  do {                                                                         \
+    Status s_ = (expr);                                                        \
+    if (!s_.ok())                                                              \
+      return s_;                                                               \
+  } while (false)
+
 namespace kpool::detail {
 
 /// A 1-D metadata view (32-bit elements) in host memory, read in place:

@@ -3,6 +3,7 @@
 #include "GPU/GpuSupport.h"
 
 #include "Reference/Float.h"
+#include "Support/ArgsByName.h"
 #include "kpool/Runtime/PoolStore.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #ifndef KPOOL_GPU_ON_CPU
 #include <cuda.h> // the driver check opens it with dlopen; graphs link it
 #include <dlfcn.h>
@@ -542,69 +544,38 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
   }
   Tensor proHostT(4, {B + 1});
   proHostT.fill(0, bytesOf(proHost));
-  // Each op's arguments, on the host copies (to check) or on the device.
-  auto view = [](Tensor &t, bool host) {
-    return host ? t.hostView() : t.deviceView();
-  };
-  auto stepArgs = [&](bool host) {
-    StepArgs a{};
-    a.closed = view(closedRows, host);
-    a.closed_pool = view(closedT, host);
-    a.pool_row_offsets = view(proT, host);
-    a.pooled = view(pooledT, host);
-    a.tail = view(ring, host);
-    a.k = view(kT, host);
-    a.gate = view(gT, host);
-    a.ape = view(apeT, host);
-    a.input_row_offsets = view(iroT, host);
-    a.cache_lengths = view(cacheT, host);
-    a.slot_idx = view(slotT, host);
-    a.num_requests = int32_t(B);
+  // Each op's arguments from the call's operands by their table names, on
+  // the host copies (to check) or on the device; ring_close's `pooled` is
+  // the step's `closed`, and compress checks the host count of its
+  // pool_row_offsets.
+  auto args = [&](auto proto, bool host) {
+    using A = decltype(proto);
+    auto v = [&](Tensor &t) { return host ? t.hostView() : t.deviceView(); };
+    A a = test::argsByName<A>({{"closed", v(closedRows)},
+                               {"closed_pool", v(closedT)},
+                               {"pool_row_offsets", v(proT)},
+                               {"pooled", v(pooledT)},
+                               {"tail", v(ring)},
+                               {"k", v(kT)},
+                               {"gate", v(gT)},
+                               {"ape", v(apeT)},
+                               {"input_row_offsets", v(iroT)},
+                               {"cache_lengths", v(cacheT)},
+                               {"slot_idx", v(slotT)}},
+                              int32_t(B));
+    if (std::is_same_v<A, RingCloseArgs>)
+      a = test::with(a, {{"pooled", v(closedRows)}});
+    if (std::is_same_v<A, CompressArgs> && host)
+      a = test::with(a, {{"pool_row_offsets", proHostT.hostView()}});
     return a;
   };
-  auto ringCloseArgs = [&](bool host) {
-    RingCloseArgs a{};
-    a.pooled = view(closedRows, host);
-    a.closed_pool = view(closedT, host);
-    a.tail = view(ring, host);
-    a.k = view(kT, host);
-    a.gate = view(gT, host);
-    a.ape = view(apeT, host);
-    a.input_row_offsets = view(iroT, host);
-    a.cache_lengths = view(cacheT, host);
-    a.slot_idx = view(slotT, host);
-    a.num_requests = int32_t(B);
-    return a;
-  };
+  auto stepArgs = [&](bool host) { return args(StepArgs{}, host); };
+  auto ringCloseArgs = [&](bool host) { return args(RingCloseArgs{}, host); };
   auto poolOffsetsArgs = [&](bool host) {
-    PoolOffsetsArgs a{};
-    a.pool_row_offsets = view(proT, host);
-    a.input_row_offsets = view(iroT, host);
-    a.cache_lengths = view(cacheT, host);
-    return a;
+    return args(PoolOffsetsArgs{}, host);
   };
-  auto compressArgs = [&](bool host) {
-    CompressArgs a{};
-    a.pooled = view(pooledT, host);
-    a.k = view(kT, host);
-    a.gate = view(gT, host);
-    a.ape = view(apeT, host);
-    a.input_row_offsets = view(iroT, host);
-    a.pool_row_offsets = host ? proHostT.hostView() : proT.deviceView();
-    a.cache_lengths = view(cacheT, host);
-    return a;
-  };
-  auto seedTailArgs = [&](bool host) {
-    SeedTailArgs a{};
-    a.tail = view(ring, host);
-    a.k = view(kT, host);
-    a.gate = view(gT, host);
-    a.input_row_offsets = view(iroT, host);
-    a.cache_lengths = view(cacheT, host);
-    a.slot_idx = view(slotT, host);
-    a.num_requests = int32_t(B);
-    return a;
-  };
+  auto compressArgs = [&](bool host) { return args(CompressArgs{}, host); };
+  auto seedTailArgs = [&](bool host) { return args(SeedTailArgs{}, host); };
   Status s;
   if (fused)
     s = kernels.check(stepArgs(true));
