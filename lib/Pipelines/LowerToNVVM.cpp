@@ -182,6 +182,8 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &
 LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
                                               const KPoolToNVVMPipelineOptions &options,
                                               std::string *error) {
+  if (failed(checkPipelineAnchor(pm, "kpool-lower-to-nvvm", error)))
+    return failure();
   std::string message;
   if (failed(verifyLowerToNVVMOptions(options, message))) {
     if (error)

@@ -18,6 +18,7 @@
 #include "kpool/Kernels/KernelModule.h"
 #include "kpool/Pipelines/Pipelines.h"
 #include "kpool/Runtime/KernelSet.h"
+#include "kpool/Tools/Version.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -48,51 +49,58 @@
 
 using namespace llvm;
 
+/// kpool-aot's own options: `--help` lists these only; the LLVM options
+/// linked into the tool are behind `--help-hidden`.
+static cl::OptionCategory aotCategory("kpool-aot options");
+
 static cl::opt<std::string> elementType("type", cl::desc("bf16, f16 or f32"),
-                                        cl::init("bf16"));
+                                        cl::init("bf16"), cl::cat(aotCategory));
 static cl::opt<int64_t> headDim("head-dim", cl::desc("channels per key"),
-                                cl::init(128));
+                                cl::init(128), cl::cat(aotCategory));
 static cl::opt<int64_t> poolSize("kpool", cl::desc("tokens per pool"),
-                                 cl::init(4));
+                                 cl::init(4), cl::cat(aotCategory));
 static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
-                                   cl::init("cpu"));
+                                   cl::init("cpu"), cl::cat(aotCategory));
 static cl::opt<std::string> outputObject("o", cl::desc("object file"),
-                                         cl::Required);
+                                         cl::Required, cl::cat(aotCategory));
 static cl::opt<std::string> outputHeader("header", cl::desc("C header"),
-                                         cl::init(""));
-static cl::opt<std::string>
-    outputLLVM("emit-llvm", cl::desc("also write the LLVM IR"), cl::init(""));
+                                         cl::init(""), cl::cat(aotCategory));
+static cl::opt<std::string> outputLLVM("emit-llvm",
+                                       cl::desc("also write the LLVM IR"),
+                                       cl::init(""), cl::cat(aotCategory));
 static cl::opt<std::string>
     hostCPU("mcpu",
             cl::desc("host CPU the object is for (default: this machine's "
                      "for --target=cpu, generic x86-64 for --target=cuda)"),
-            cl::init(""));
+            cl::init(""), cl::cat(aotCategory));
 static cl::opt<bool> openmp("openmp",
                             cl::desc("cpu: OpenMP threads (needs libomp)"),
-                            cl::init(false));
+                            cl::init(false), cl::cat(aotCategory));
 static cl::opt<int64_t> vectorSize("vector-size",
                                    cl::desc("cpu: channels per vector"),
-                                   cl::init(16));
+                                   cl::init(16), cl::cat(aotCategory));
 static cl::opt<std::string> chip("chip", cl::desc("cuda: GPU architecture"),
-                                 cl::init("sm_90"));
+                                 cl::init("sm_90"), cl::cat(aotCategory));
 static cl::opt<std::string> features("features", cl::desc("cuda: PTX features"),
-                                     cl::init("+ptx80"));
+                                     cl::init("+ptx80"), cl::cat(aotCategory));
 static cl::opt<std::string> binaryFormat("format",
                                          cl::desc("cuda: isa, bin or fatbin"),
-                                         cl::init("fatbin"));
-static cl::opt<std::string>
-    cudaToolkit("cuda-toolkit", cl::desc("cuda: toolkit root"), cl::init(""));
+                                         cl::init("fatbin"),
+                                         cl::cat(aotCategory));
+static cl::opt<std::string> cudaToolkit("cuda-toolkit",
+                                        cl::desc("cuda: toolkit root"),
+                                        cl::init(""), cl::cat(aotCategory));
 static cl::opt<std::string>
     cacheEntry("cache",
                cl::desc("pool-cache kernels (compress_cache, ...): none, "
                         "element (entries of the element type) or fp8"),
-               cl::init("none"));
-static cl::opt<std::string> cacheRotate("rotate",
-                                        cl::desc("pool cache: none or hadamard"),
-                                        cl::init("none"));
+               cl::init("none"), cl::cat(aotCategory));
+static cl::opt<std::string>
+    cacheRotate("rotate", cl::desc("pool cache: none or hadamard"),
+                cl::init("none"), cl::cat(aotCategory));
 static cl::opt<std::string>
     cacheScale("scale", cl::desc("pool cache, fp8: absmax or pow2"),
-               cl::init("absmax"));
+               cl::init("absmax"), cl::cat(aotCategory));
 
 /// The value of `E` named `name` by `nameOf` (the leaf's spelling), or
 /// false.
@@ -324,6 +332,18 @@ static bool useCallerStreams(Module &module, std::string &error) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  mlir::kpool::setToolVersionPrinter("kpool-aot");
+  // LLVM's own options (the backends', the pass managers') stay usable but
+  // only --help-hidden lists them: HideUnrelatedOptions would drop them from
+  // it too (cl::ReallyHidden), so those it hides are made cl::Hidden.
+  SmallVector<cl::Option *> shown;
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.second->getOptionHiddenFlag() == cl::NotHidden)
+      shown.push_back(entry.second);
+  cl::HideUnrelatedOptions(aotCategory);
+  for (cl::Option *option : shown)
+    if (option->getOptionHiddenFlag() == cl::ReallyHidden)
+      option->setHiddenFlag(cl::Hidden);
   cl::ParseCommandLineOptions(argc, argv, "kpool ahead-of-time kernels\n");
 
   KPoolElementType type;
@@ -425,8 +445,13 @@ int main(int argc, char **argv) {
       cpuFeatures = f.getString();
     }
   }
+  // Module constructors (the CUDA target loads its GPU modules in them) go
+  // to .init_array: lld keeps a legacy .ctors section apart, where glibc
+  // never runs it.
+  TargetOptions targetOptions;
+  targetOptions.UseInitArray = true;
   std::unique_ptr<TargetMachine> machine(llvmTarget->createTargetMachine(
-      triple, cpu, cpuFeatures, TargetOptions(), Reloc::PIC_, std::nullopt,
+      triple, cpu, cpuFeatures, targetOptions, Reloc::PIC_, std::nullopt,
       CodeGenOptLevel::Aggressive));
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);

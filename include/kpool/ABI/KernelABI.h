@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace kpool::abi {
 
@@ -139,16 +140,20 @@ constexpr const char *opName(KernelId id) {
   return kernel(kernel(id).base).name;
 }
 
+namespace detail {
+constexpr bool sameName(const char *a, const char *b) {
+  for (; *a && *a == *b; ++a, ++b)
+    ;
+  return *a == *b;
+}
+} // namespace detail
+
 /// The operand of kernel `id` called `name`, or null.
 constexpr const Operand *findOperand(KernelId id, const char *name) {
   const Kernel &k = kernel(id);
-  for (int i = 0; i < k.numOperands; ++i) {
-    const char *a = k.operands[i].name, *b = name;
-    while (*a && *a == *b)
-      ++a, ++b;
-    if (*a == *b)
+  for (int i = 0; i < k.numOperands; ++i)
+    if (detail::sameName(k.operands[i].name, name))
       return &k.operands[i];
-  }
   return nullptr;
 }
 
@@ -180,6 +185,39 @@ inline bool setScalar(KernelId id, void *args, const char *name,
     return false;
   *reinterpret_cast<int32_t *>(static_cast<char *>(args) + o->offset) = value;
   return true;
+}
+
+/// Copies each operand of `src`, kernel `from`'s argument struct, that
+/// kernel `to` has under the same name into `dst`, `to`'s argument struct;
+/// `to`'s other operands are left as they are.
+inline void copyOperands(KernelId from, const void *src, KernelId to,
+                         void *dst) {
+  const Kernel &k = kernel(from);
+  for (int i = 0; i < k.numOperands; ++i) {
+    const Operand &o = k.operands[i];
+    const Operand *t = findOperand(to, o.name);
+    if (o.offset < 0 || !t || t->offset < 0)
+      continue;
+    // Scalars are int32_t or float.
+    size_t size = o.role == Role::Scalar ? 4 : sizeof(KPoolView);
+    std::memcpy(static_cast<char *>(dst) + t->offset,
+                static_cast<const char *>(src) + o.offset, size);
+  }
+}
+
+/// The arguments of a `*_cache` kernel from those of its plain kernel:
+/// every operand of `base`, and the pool-cache group (`cache_keys`,
+/// `cache_scales`, `block_table`) empty for the caller to set, e.g.
+/// `abi::withCache<StepCacheArgs>(stepArgs)`.
+template <typename CacheArgs, typename BaseArgs>
+CacheArgs withCache(const BaseArgs &base) {
+  constexpr KernelId to = KernelOf<CacheArgs>::value;
+  constexpr KernelId from = KernelOf<BaseArgs>::value;
+  static_assert(isCacheKernel(to) && kernel(to).base == from,
+                "withCache: CacheArgs is not the *_cache kernel of BaseArgs");
+  CacheArgs out{};
+  copyOperands(from, &base, to, &out);
+  return out;
 }
 
 /// The names of roles and kinds, as the C API's kpoolEnumName spells them
