@@ -157,6 +157,44 @@ constexpr const Operand *findOperand(KernelId id, const char *name) {
   return nullptr;
 }
 
+namespace detail {
+/// Whether operand `i` of kernel `k` is the first of its name in the table.
+constexpr bool firstOfName(int k, int i) {
+  const char *name = kernels[k].operands[i].name;
+  for (int k2 = 0; k2 <= k; ++k2)
+    for (int i2 = 0; i2 < (k2 == k ? i : kernels[k2].numOperands); ++i2)
+      if (sameName(kernels[k2].operands[i2].name, name))
+        return false;
+  return true;
+}
+} // namespace detail
+
+/// An operand's id, as the status word's extent finding carries it
+/// (kpool/ABI/StatusWord.h): the position of `name` among the distinct
+/// operand names of the table in order of first appearance; -1 for none.
+constexpr int operandId(const char *name) {
+  int id = 0;
+  for (int k = 0; k < numKernels; ++k)
+    for (int i = 0; i < kernels[k].numOperands; ++i) {
+      if (!detail::firstOfName(k, i))
+        continue;
+      if (detail::sameName(kernels[k].operands[i].name, name))
+        return id;
+      ++id;
+    }
+  return -1;
+}
+
+/// The operand name of id `id` (operandId's inverse), or null.
+constexpr const char *operandName(int64_t id) {
+  int64_t at = 0;
+  for (int k = 0; k < numKernels; ++k)
+    for (int i = 0; i < kernels[k].numOperands; ++i)
+      if (detail::firstOfName(k, i) && at++ == id)
+        return kernels[k].operands[i].name;
+  return nullptr;
+}
+
 /// The kernel whose argument struct is `A`, e.g. KernelOf<CompressArgs>
 /// is KernelId::Compress.
 template <typename A> struct KernelOf;

@@ -45,15 +45,18 @@
   X(TablePageOutOfRange, TABLE_PAGE_OUT_OF_RANGE, 9, "block_table",            \
     "a pool goes to a page that is not below the cache's pages")               \
   X(NumRequests, NUM_REQUESTS, 10, "num_requests",                             \
-    "num_requests is outside [0, B] (the batch size)")
+    "num_requests is outside [0, B] (the batch size)")                         \
+  X(Extent, EXTENT, 11, "extents",                                             \
+    "an operand's extent contradicts the op or the kernels' configuration")
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /// What a status word records: `(request << KPOOL_STATUS_FINDING_BITS) |
-/// finding` (request 0 for KPOOL_STATUS_NUM_REQUESTS), the smallest over
-/// the findings the kernels' guards meet; 0 is nothing found.
+/// finding` (request 0 for KPOOL_STATUS_NUM_REQUESTS; the operand and the
+/// dimension for KPOOL_STATUS_EXTENT, below), the smallest over the
+/// findings the kernels' guards meet; 0 is nothing found.
 typedef enum KPoolStatusFinding {
 #define KPOOL_STATUS_C_ENUM(Name, C_NAME, code, field, what)                   \
   KPOOL_STATUS_##C_NAME = code,
@@ -63,6 +66,17 @@ typedef enum KPoolStatusFinding {
 
 /// Bits of the word below the request index.
 #define KPOOL_STATUS_FINDING_BITS 8
+
+/// KPOOL_STATUS_EXTENT's word carries, in place of a request, the operand
+/// at fault and its dimension: `((operand << 4 | dim) << 8) | 11`. The
+/// operand is its id, the position of its name among the distinct operand
+/// names of kpool/ABI/KernelABI.def in order of first appearance
+/// (kpool::abi::operandId); `dim` is the dimension (0-3), or
+/// KPOOL_STATUS_EXTENT_DATA (the view has elements but no data pointer) or
+/// KPOOL_STATUS_EXTENT_RANK (the view has the wrong rank, or is null).
+#define KPOOL_STATUS_EXTENT_DIM_BITS 4
+#define KPOOL_STATUS_EXTENT_DATA 14
+#define KPOOL_STATUS_EXTENT_RANK 15
 
 #ifdef __cplusplus
 }
@@ -87,6 +101,24 @@ constexpr uint64_t encode(uint64_t request, Finding finding) {
 constexpr uint64_t requestOf(uint64_t word) { return word >> kFindingBits; }
 constexpr uint8_t findingOf(uint64_t word) {
   return uint8_t(word & ((1u << kFindingBits) - 1));
+}
+
+/// The extent finding's dimension codes (KPOOL_STATUS_EXTENT_*).
+inline constexpr unsigned kExtentData = KPOOL_STATUS_EXTENT_DATA;
+inline constexpr unsigned kExtentRank = KPOOL_STATUS_EXTENT_RANK;
+/// The word recording an extent finding: operand id `operand`
+/// (kpool::abi::operandId), dimension `dim` (0-3, kExtentData or
+/// kExtentRank).
+constexpr uint64_t encodeExtent(uint64_t operand, unsigned dim) {
+  return (((operand << KPOOL_STATUS_EXTENT_DIM_BITS) | (dim & 15u))
+          << kFindingBits) |
+         uint64_t(Finding::Extent);
+}
+constexpr uint64_t extentOperandOf(uint64_t word) {
+  return requestOf(word) >> KPOOL_STATUS_EXTENT_DIM_BITS;
+}
+constexpr unsigned extentDimOf(uint64_t word) {
+  return unsigned(requestOf(word) & 15u);
 }
 
 /// What a finding names and means: the field and the message ("[b]" and
