@@ -3,7 +3,7 @@
 // Compiles the kernels of one configuration (element type, head_dim, kpool,
 // target) into an object file with plain C entry points, and writes a header
 // describing the calling convention, generated from the kernel ABI
-// (kpool/Runtime/KernelABI.def). The object needs no MLIR or LLVM
+// (kpool/ABI/KernelABI.def). The object needs no MLIR or LLVM
 // at run time: only libc on the CPU, and the CUDA driver through the mgpu*
 // wrappers (libkpool_cuda_runtime) on NVIDIA GPUs, with the GPU binary
 // embedded.
@@ -13,10 +13,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kpool/ABI/KernelABI.h"
 #include "kpool/InitAll.h"
 #include "kpool/Kernels/KernelModule.h"
 #include "kpool/Pipelines/Pipelines.h"
-#include "kpool/Runtime/KernelABI.h"
+#include "kpool/Runtime/KernelSet.h"
 #include "kpool/Tools/Version.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
@@ -101,16 +102,25 @@ static cl::opt<std::string>
     cacheScale("scale", cl::desc("pool cache, fp8: absmax or pow2"),
                cl::init("absmax"), cl::cat(aotCategory));
 
-/// The cache format of the options (validated in main).
+/// The value of `E` named `name` by `nameOf` (the leaf's spelling), or
+/// false.
+template <typename E>
+static bool parseName(const std::string &name, const char *(*nameOf)(E),
+                      E &value) {
+  for (int32_t v = 0; nameOf(E(v)); ++v)
+    if (name == nameOf(E(v))) {
+      value = E(v);
+      return true;
+    }
+  return false;
+}
+
+/// The cache format of the options (parsed and validated in main).
 static kpool::CacheFormat cacheFormat() {
   kpool::CacheFormat f;
-  f.entry = cacheEntry == "fp8"       ? kpool::CacheEntry::FP8
-            : cacheEntry == "element" ? kpool::CacheEntry::Element
-                                      : kpool::CacheEntry::None;
-  f.rotate = cacheRotate == "hadamard" ? kpool::CacheRotate::Hadamard
-                                       : kpool::CacheRotate::None;
-  f.scale = cacheScale == "pow2" ? kpool::CacheScale::Pow2
-                                 : kpool::CacheScale::Absmax;
+  parseName<kpool::CacheEntry>(cacheEntry, kpool::cacheEntryName, f.entry);
+  parseName<kpool::CacheRotate>(cacheRotate, kpool::cacheRotateName, f.rotate);
+  parseName<kpool::CacheScale>(cacheScale, kpool::cacheScaleName, f.scale);
   return f;
 }
 
@@ -149,7 +159,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << ", kpool " << poolSize << ", target " << target
      << (cuda ? " (" + chip + ")" : std::string()) << ". Do not edit. */\n"
      << "#ifndef " << guard << "\n#define " << guard << "\n\n"
-     << "#include \"kpool-c/View.h\"\n\n"
+     << "#include \"kpool/ABI/Args.h\"\n\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
      << "#ifndef KPOOL_AOT_DESCRIPTORS\n#define KPOOL_AOT_DESCRIPTORS\n"
      << "/* MLIR's strided memref descriptors, which the kernels take by\n"
@@ -187,7 +197,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << (cuda ? "device" : "host")
      << " memory):\n   where a guard meets bad metadata the kernels "
         "record the smallest\n   (request << 8 | finding) there "
-        "(kpool/Dialect/KPool/IR/StatusWord.h).\n"
+        "(kpool/ABI/StatusWord.h).\n"
      << (cuda ? "   `stream` is the caller's CUstream: each call only enqueues "
                 "its launches\n   there (no synchronization, allocation, "
                 "copy or module load; NULL\n   is the context's NULL stream). "
@@ -217,33 +227,31 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
     os << ");\n";
   }
   os << "\n";
+  // The plain C wrappers take the kernel's argument struct (kpool/ABI/
+  // Args.h), then the context: the status word (NULL: none) and the stream.
   for (const abi::Kernel &kernel : abi::kernels) {
     if (!built(kernel))
       continue;
-    // The status word is a uint64_t * (NULL: none), as in the C API.
-    auto isStatus = [](const abi::Operand &arg) {
-      return arg.kind == abi::Kind::U64;
-    };
-    os << "static inline void " << prefix << kernel.name << "(";
-    for (auto [i, arg] : llvm::enumerate(operands(kernel)))
-      os << (i ? ", " : "")
-         << (isStatus(arg) ? "uint64_t *"
-             : arg.rank    ? "const KPoolView *"
-                           : scalarType(arg))
-         << arg.name;
-    os << ") {\n";
+    std::string args = std::string("KPool") + (kernel.capiFunction + 5) +
+                       "Args";
+    os << "static inline void " << prefix << kernel.name << "(const " << args
+       << " *args, uint64_t *status, void *stream) {\n";
     for (const abi::Operand &arg : operands(kernel))
-      if (isStatus(arg))
+      if (arg.kind == abi::Kind::U64)
         os << "  KPoolDescriptor1 d_" << arg.name << " = { " << arg.name
            << ", " << arg.name << ", 0, {" << arg.name << " ? 1 : 0}, {1} };\n";
       else if (arg.rank)
         os << "  KPoolDescriptor" << arg.rank << " d_" << arg.name
-           << " = KPOOL_AOT_DESCRIPTOR(" << arg.rank << ", " << arg.name
+           << " = KPOOL_AOT_DESCRIPTOR(" << arg.rank << ", &args->" << arg.name
            << ");\n";
     os << "  _mlir_ciface_"
        << mlir::kpool::kernelFunctionName(prefix, kernel.id) << "(";
     for (auto [i, arg] : llvm::enumerate(operands(kernel)))
-      os << (i ? ", " : "") << (arg.rank ? "&d_" : "") << arg.name;
+      os << (i ? ", " : "")
+         << (arg.rank ? "&d_" + std::string(arg.name)
+             : arg.role == abi::Role::Scalar
+                 ? "args->" + std::string(arg.name)
+                 : std::string(arg.name));
     os << ");\n}\n";
   }
   os << "\n#ifdef __cplusplus\n} /* extern \"C\" */\n\n"
@@ -339,20 +347,34 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "kpool ahead-of-time kernels\n");
 
   KPoolElementType type;
-  std::string typeEnum;
-  if (elementType == "bf16")
-    type = KPOOL_BF16, typeEnum = "KPOOL_BF16";
-  else if (elementType == "f16")
-    type = KPOOL_F16, typeEnum = "KPOOL_F16";
-  else if (elementType == "f32")
-    type = KPOOL_F32, typeEnum = "KPOOL_F32";
-  else
+  if (!parseName<KPoolElementType>(elementType, kpool::elementTypeName, type))
     return fail("--type must be bf16, f16 or f32, got '" + elementType + "'");
-  if (headDim < 1 || poolSize < 1)
-    return fail("--head-dim and --kpool must be at least 1");
+  std::string typeEnum = "KPOOL_" + StringRef(elementType).upper();
   bool cuda = target == "cuda";
   if (!cuda && target != "cpu")
     return fail("--target must be cpu or cuda, got '" + target + "'");
+  kpool::CacheFormat format;
+  if (!parseName<kpool::CacheEntry>(cacheEntry, kpool::cacheEntryName,
+                                    format.entry))
+    return fail("--cache must be none, element or fp8, got '" + cacheEntry +
+                "'");
+  if (!parseName<kpool::CacheRotate>(cacheRotate, kpool::cacheRotateName,
+                                     format.rotate))
+    return fail("--rotate must be none or hadamard, got '" + cacheRotate +
+                "'");
+  if (!parseName<kpool::CacheScale>(cacheScale, kpool::cacheScaleName,
+                                    format.scale))
+    return fail("--scale must be absmax or pow2, got '" + cacheScale + "'");
+  // The runtime's one check of a configuration's values.
+  kpool::KernelConfig config;
+  config.elementType = type;
+  config.headDim = headDim;
+  config.kpool = poolSize;
+  config.target = cuda ? kpool::Target::CUDA : kpool::Target::CPU;
+  config.vectorSize = vectorSize;
+  config.cache = format;
+  if (kpool::Status s = kpool::validateConfig(config); !s.ok())
+    return fail(s.message());
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
@@ -362,16 +384,6 @@ int main(int argc, char **argv) {
   mlir::kpool::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
 
-  if (cacheEntry != "none" && cacheEntry != "element" && cacheEntry != "fp8")
-    return fail("--cache must be none, element or fp8, got '" + cacheEntry +
-                "'");
-  if (cacheRotate != "none" && cacheRotate != "hadamard")
-    return fail("--rotate must be none or hadamard, got '" + cacheRotate +
-                "'");
-  if (cacheScale != "absmax" && cacheScale != "pow2")
-    return fail("--scale must be absmax or pow2, got '" + cacheScale + "'");
-  if (cacheRotate == "hadamard" && (headDim & (headDim - 1)) != 0)
-    return fail("--rotate=hadamard needs a power-of-two --head-dim");
   std::string prefix = mlir::kpool::kernelPrefix(type, headDim, poolSize) +
                        mlir::kpool::cacheFormatPrefix(cacheFormat());
   if (cuda)
