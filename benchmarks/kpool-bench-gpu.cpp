@@ -27,17 +27,17 @@
 //     whose dense outputs are checked bit for bit against the plain step's
 //     (kpool-gpu-cache-check checks its cache bytes).
 //
-//   kpool-bench-gpu [tokens (default 1048576)] [requests (default 64)]
+//   kpool-bench-gpu [--check] [tokens (default 1048576)] [requests (default
+//   64)]
+//
+// --check runs the checks only, at decode batches 1, 32 and 256, without
+// timing anything: what the lit suite runs through the emulated CUDA driver
+// (test/Integration/GPU/bench-gpu.test).
 //
 //===----------------------------------------------------------------------===//
 
-#ifdef KPOOL_GPU_ON_CPU
-#include "kpool_gpu_cpu_bf16_d128_k4.h"
-#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_absmax.h"
-#else
 #include "kpool_gpu_bf16_d128_k4.h"
 #include "kpool_gpu_bf16_d128_k4_fp8_hadamard_absmax.h"
-#endif
 
 #include "GPU/GpuSupport.h"
 #include "Measure.h"
@@ -80,16 +80,22 @@ View view(const cuda::DeviceBuffer &buf, std::vector<int64_t> sizes) {
 } // namespace
 
 int main(int argc, char **argv) {
+  const bool checkOnly = argc > 1 && std::strcmp(argv[1], "--check") == 0;
+  if (checkOnly) {
+    --argc;
+    ++argv;
+  }
   const int64_t tokens = argc > 1 ? std::atoll(argv[1]) : 1 << 20;
   const int64_t batch = argc > 2 ? std::atoll(argv[2]) : 64;
   if (tokens < 1 || batch < 1 || batch > tokens) {
-    std::fprintf(stderr, "usage: %s [tokens] [requests <= tokens]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--check] [tokens] [requests <= tokens]\n",
+                 argv[0]);
     return 2;
   }
-  KernelSet kernels(KPOOL_GPU_CONFIG(bf16_d128_k4),
-                    KPOOL_GPU_BACKEND(bf16_d128_k4));
-  KernelSet cacheKernels(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_absmax),
-                         KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_absmax));
+  KernelSet kernels(kpool_bf16_d128_k4_cuda_config(),
+                    kpool_bf16_d128_k4_cuda_backend());
+  KernelSet cacheKernels(kpool_bf16_d128_k4_fp8_hadamard_absmax_cuda_config(),
+                         kpool_bf16_d128_k4_fp8_hadamard_absmax_cuda_backend());
   const ElementType type = KPOOL_BF16;
   const int64_t D = 128, K = 4, es = 2;
   const reference::Geometry geometry{type, D, K};
@@ -137,8 +143,16 @@ int main(int argc, char **argv) {
     const int64_t bytes = (2 * tokens + pools) * D * es;
     cuda::DeviceBuffer src(bytes), dst(bytes);
 
+    CompressArgs c{};
+    c.pooled = pooledV;
+    c.k = kV;
+    c.gate = gV;
+    c.ape = apeV;
+    c.input_row_offsets = iroV;
+    c.pool_row_offsets = proV;
+    c.cache_lengths = cacheV;
     // A sample of the results against the reference: request 0's pools.
-    die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV));
+    die(kernels.compress(c));
     {
       int64_t n0 = iro[1], p0 = pro[1];
       std::vector<uint8_t> got(p0 * D * es), want(p0 * D * es);
@@ -166,48 +180,57 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    auto t = measure(
-        {[&] { cuda::copy(dst.data(), src.data(), bytes); },
-         [&] {
-           die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV,
-                                Validation::Trust));
-           mgpuStreamSynchronize(nullptr);
-         },
-         [&] {
-           die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV));
-           mgpuStreamSynchronize(nullptr);
-         }},
-        /*rounds=*/9, /*reps=*/10);
-    // Both rates count bytes read plus bytes written: compress reads k and
-    // gate and writes pooled (`bytes`); the copy reads and writes `bytes`.
-    double copyRate = 2.0 * bytes / t[0];
-    std::printf("compress prefill: %lld tokens in %lld requests, %lld pools, "
-                "bf16, head_dim %lld, kpool %lld: %.1f MiB moved (k + gate "
-                "read, pooled written)\n",
-                (long long)tokens, (long long)batch, (long long)pools,
-                (long long)D, (long long)K, bytes / 1048576.0);
-    std::printf("  %-40s %9.3f ms %8.1f GB/s read+written\n",
-                "device-to-device copy of the same bytes", t[0] * 1e3,
-                copyRate / 1e9);
-    const char *names[] = {nullptr, "compress, no validation",
-                           "compress, Validation::Auto"};
-    for (int i = 1; i <= 2; ++i)
-      std::printf("  %-40s %9.3f ms %8.1f GB/s read+written: %.2f of the "
-                  "copy's rate (copy time / compress time %.2f)\n",
-                  names[i], t[i] * 1e3, bytes / t[i] / 1e9,
-                  (bytes / t[i]) / copyRate, t[0] / t[i]);
+    if (!checkOnly) {
+      auto t = measure(
+          {[&] { cuda::copy(dst.data(), src.data(), bytes); },
+           [&] {
+             die(kernels.compress(c, Validation::Trust));
+             mgpuStreamSynchronize(nullptr);
+           },
+           [&] {
+             die(kernels.compress(c));
+             mgpuStreamSynchronize(nullptr);
+           }},
+          /*rounds=*/9, /*reps=*/10);
+      // Both rates count bytes read plus bytes written: compress reads k and
+      // gate and writes pooled (`bytes`); the copy reads and writes `bytes`.
+      double copyRate = 2.0 * bytes / t[0];
+      std::printf("compress prefill: %lld tokens in %lld requests, %lld pools, "
+                  "bf16, head_dim %lld, kpool %lld: %.1f MiB moved (k + gate "
+                  "read, pooled written)\n",
+                  (long long)tokens, (long long)batch, (long long)pools,
+                  (long long)D, (long long)K, bytes / 1048576.0);
+      std::printf("  %-40s %9.3f ms %8.1f GB/s read+written\n",
+                  "device-to-device copy of the same bytes", t[0] * 1e3,
+                  copyRate / 1e9);
+      const char *names[] = {nullptr, "compress, no validation",
+                             "compress, Validation::Auto"};
+      for (int i = 1; i <= 2; ++i)
+        std::printf("  %-40s %9.3f ms %8.1f GB/s read+written: %.2f of the "
+                    "copy's rate (copy time / compress time %.2f)\n",
+                    names[i], t[i] * 1e3, bytes / t[i] / 1e9,
+                    (bytes / t[i]) / copyRate, t[0] / t[i]);
+    }
   }
 
   //===--------------------------------------------------------------------===//
   // The per-call floor.
   //===--------------------------------------------------------------------===//
-  {
+  if (!checkOnly) {
     std::vector<uint32_t> iro = {0, uint32_t(K)}, cache = {0}, pro = {0, 1};
     std::vector<uint8_t> k(kTile.begin(), kTile.begin() + K * D * es),
         g(gTile.begin(), gTile.begin() + K * D * es);
     auto kD = toDevice(k), gD = toDevice(g), iroD = toDevice(iro),
          cacheD = toDevice(cache), proD = toDevice(pro);
     cuda::DeviceBuffer pooledD(D * es);
+    CompressArgs c{};
+    c.pooled = view(pooledD, {1, D});
+    c.k = view(*kD, {K, D});
+    c.gate = view(*gD, {K, D});
+    c.ape = apeV;
+    c.input_row_offsets = view(*iroD, {2});
+    c.pool_row_offsets = view(*proD, {2});
+    c.cache_lengths = view(*cacheD, {1});
     auto t = measure(
         {[&] {
            void *stream = mgpuStreamCreate();
@@ -215,10 +238,7 @@ int main(int argc, char **argv) {
            mgpuStreamDestroy(stream);
          },
          [&] {
-           die(kernels.compress(view(pooledD, {1, D}), view(*kD, {K, D}),
-                                view(*gD, {K, D}), apeV, view(*iroD, {2}),
-                                view(*proD, {2}), view(*cacheD, {1}),
-                                Validation::Trust));
+           die(kernels.compress(c, Validation::Trust));
            mgpuStreamSynchronize(nullptr);
          }},
         /*rounds=*/9, /*reps=*/200);
@@ -233,7 +253,10 @@ int main(int argc, char **argv) {
   std::printf("decode step (ring_close + pool_offsets + compress + seed_tail, "
               "1 token per request, metadata already on the device), and the "
               "fused kpool.step:\n");
-  for (int64_t B : {1, 32, 256, 1024}) {
+  const std::vector<int64_t> batches =
+      checkOnly ? std::vector<int64_t>{1, 32, 256}
+                : std::vector<int64_t>{1, 32, 256, 1024};
+  for (int64_t B : batches) {
     std::vector<uint32_t> iro(B + 1), cache(B), slots(B);
     for (int64_t b = 0; b <= B; ++b)
       iro[b] = uint32_t(b);
@@ -255,12 +278,42 @@ int main(int argc, char **argv) {
          proV = view(proD, {B + 1}), closedV = view(closedD, {B}),
          closedRowsV = view(closedRowsD, {B, D}),
          pooledV = view(pooledD, {B, D});
+    RingCloseArgs rc{};
+    rc.pooled = closedRowsV;
+    rc.closed_pool = closedV;
+    rc.tail = ringV;
+    rc.k = kV;
+    rc.gate = gV;
+    rc.ape = apeV;
+    rc.input_row_offsets = iroV;
+    rc.cache_lengths = cacheV;
+    rc.slot_idx = slotV;
+    rc.num_requests = int32_t(B);
+    PoolOffsetsArgs po{};
+    po.pool_row_offsets = proV;
+    po.input_row_offsets = iroV;
+    po.cache_lengths = cacheV;
+    CompressArgs cp{};
+    cp.pooled = pooledV;
+    cp.k = kV;
+    cp.gate = gV;
+    cp.ape = apeV;
+    cp.input_row_offsets = iroV;
+    cp.pool_row_offsets = proV;
+    cp.cache_lengths = cacheV;
+    SeedTailArgs st{};
+    st.tail = ringV;
+    st.k = kV;
+    st.gate = gV;
+    st.input_row_offsets = iroV;
+    st.cache_lengths = cacheV;
+    st.slot_idx = slotV;
+    st.num_requests = int32_t(B);
     auto step = [&](Validation v) {
-      die(kernels.ringClose(closedRowsV, closedV, ringV, kV, gV, apeV, iroV,
-                            cacheV, slotV, int32_t(B), v));
-      die(kernels.poolOffsets(proV, iroV, cacheV, v));
-      die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV, v));
-      die(kernels.seedTail(ringV, kV, gV, iroV, cacheV, slotV, int32_t(B), v));
+      die(kernels.ringClose(rc, v));
+      die(kernels.poolOffsets(po, v));
+      die(kernels.compress(cp, v));
+      die(kernels.seedTail(st, v));
       mgpuStreamSynchronize(nullptr);
     };
     // The fused step on its own ring copy and outputs: pooled rows are a
@@ -273,10 +326,21 @@ int main(int argc, char **argv) {
          fClosedV = view(fClosedD, {B}),
          fClosedRowsV = view(fClosedRowsD, {B, D}),
          fPooledV = view(fPooledD, {capacity, D});
+    StepArgs fa{};
+    fa.closed = fClosedRowsV;
+    fa.closed_pool = fClosedV;
+    fa.pool_row_offsets = fProV;
+    fa.pooled = fPooledV;
+    fa.tail = fRingV;
+    fa.k = kV;
+    fa.gate = gV;
+    fa.ape = apeV;
+    fa.input_row_offsets = iroV;
+    fa.cache_lengths = cacheV;
+    fa.slot_idx = slotV;
+    fa.num_requests = int32_t(B);
     auto fused = [&] {
-      die(kernels.step(fClosedRowsV, fClosedV, fProV, fPooledV, fRingV, kV, gV,
-                       apeV, iroV, cacheV, slotV, int32_t(B),
-                       Validation::Trust));
+      die(kernels.step(fa, Validation::Trust));
       mgpuStreamSynchronize(nullptr);
     };
     // The fused step with the pool cache: page_size 64, request b's pool
@@ -303,11 +367,24 @@ int main(int argc, char **argv) {
          cClosedRowsV = view(cClosedRowsD, {B, D}),
          cPooledV = view(cPooledD, {capacity, D}),
          tableV = view(*tableD, {B, kWidth});
+    StepCacheArgs ca{};
+    ca.closed = cClosedRowsV;
+    ca.closed_pool = cClosedV;
+    ca.pool_row_offsets = cProV;
+    ca.pooled = cPooledV;
+    ca.tail = cRingV;
+    ca.cache_keys = codesV;
+    ca.cache_scales = scalesV;
+    ca.k = kV;
+    ca.gate = gV;
+    ca.ape = apeV;
+    ca.input_row_offsets = iroV;
+    ca.cache_lengths = cacheV;
+    ca.slot_idx = slotV;
+    ca.num_requests = int32_t(B);
+    ca.block_table = tableV;
     auto cached = [&] {
-      die(cacheKernels.stepCache(cClosedRowsV, cClosedV, cProV, cPooledV,
-                                 cRingV, codesV, scalesV, kV, gV, apeV, iroV,
-                                 cacheV, slotV, int32_t(B), tableV, Stream(),
-                                 Validation::Trust));
+      die(cacheKernels.stepCache(ca, Validation::Trust));
       mgpuStreamSynchronize(nullptr);
     };
     // One call each from the same ring: the outputs agree bit for bit.
@@ -346,6 +423,13 @@ int main(int argc, char **argv) {
                      (long long)B);
         return 1;
       }
+    }
+    if (checkOnly) {
+      std::printf("  batch %4lld: the fused step equals the four calls bit "
+                  "for bit, and the cached step's dense outputs the plain "
+                  "step's\n",
+                  (long long)B);
+      continue;
     }
     // A GPU call never validates device-resident metadata (that would be a
     // host round trip): Auto checks shapes only.

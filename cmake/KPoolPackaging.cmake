@@ -18,7 +18,7 @@
 
 include(CMakePackageConfigHelpers)
 
-set(KPOOL_VERSION 0.1.0)
+set(KPOOL_VERSION ${PROJECT_VERSION})
 set(KPOOL_INSTALL_INCLUDE_DIR include)
 set(KPOOL_INSTALL_LIB_DIR lib)
 set(KPOOL_INSTALL_CMAKE_DIR lib/cmake/kpool)
@@ -152,6 +152,8 @@ install(DIRECTORY
   DESTINATION ${KPOOL_INSTALL_INCLUDE_DIR}
   FILES_MATCHING PATTERN "*.inc"
   PATTERN "CMakeFiles" EXCLUDE)
+install(FILES ${KPOOL_BINARY_DIR}/include/kpool/Version.h
+  DESTINATION ${KPOOL_INSTALL_INCLUDE_DIR}/kpool)
 
 #===------------------------------------------------------------------------===#
 # Documentation

@@ -199,6 +199,8 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &
 LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
                                               const KPoolToNVVMPipelineOptions &options,
                                               std::string *error) {
+  if (failed(checkPipelineAnchor(pm, "kpool-lower-to-nvvm", error)))
+    return failure();
   // kpool -> gpu.launch over the structured IR.
   // Bufferization without deallocation: that makes a public function return
   // owned buffers, so each returned argument would get a bufferization.clone,

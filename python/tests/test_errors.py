@@ -96,20 +96,19 @@ def test_ring_close_bad_metadata(call):
 
 def test_shapes(call):
     with pytest.raises(kpool.KPoolError,
-                       match=r"'ape' dimension 1 is 8 at run time, "
-                             r"expected 16 \(head_dim\)"):
+                       match=r"'ape' dimension 1 is 8, expected 16 "
+                             r"\(head_dim\)"):
         ks = kpool.KernelSet("bf16", D, K)
         ks.compress(call["k"], call["gate"], call["ape"][:, :8], call["iro"],
                     None, call["cache"])
     with pytest.raises(kpool.KPoolError,
-                       match=r"'input_row_offsets' dimension 0 is 2 at run "
-                             r"time, expected 3 \(one more than "
-                             r"cache_lengths\)"):
+                       match=r"'input_row_offsets' dimension 0 is 2, "
+                             r"expected 3 \(one more than cache_lengths\)"):
         kpool.compress(call["k"], call["gate"], call["ape"], [0, 12], None,
                        call["cache"])
     with pytest.raises(kpool.KPoolError,
-                       match=r"'gate' dimension 0 is 11 at run time, "
-                             r"expected 12 \(the rows of 'k'\)"):
+                       match=r"'gate' dimension 0 is 11, expected 12 "
+                             r"\(the rows of 'k'\)"):
         kpool.compress(call["k"], call["gate"][:11], call["ape"],
                        call["iro"], None, call["cache"])
 
@@ -202,17 +201,25 @@ def test_kernel_abi_table():
                            "ring_close_cache", "step_cache"]
     ring = table["ring_close"]
     assert ring.capi_function == "kpoolRingClose"
-    assert [o.name for o in ring.operands if o.role == _capi.OUTPUT] == [
+    assert [o.name for o in ring.operands if o.role == "output"] == [
         "pooled", "closed_pool"]
     scalar = ring.operands[-3]
     assert (scalar.name, scalar.role, scalar.rank, scalar.kind) == (
-        "num_requests", _capi.SCALAR, 0, _capi.KIND_I32)
+        "num_requests", "scalar", 0, "i32")
+    # The *_cache kernels: their op's plain kernel plus the cache group.
+    cache = table["ring_close_cache"]
+    assert cache.base == "ring_close"
+    assert [o.name for o in cache.operands] == (
+        [o.name for o in ring.operands if o.role == "output"]
+        + ["cache_keys", "cache_scales"]
+        + [o.name for o in ring.operands if o.role in ("input", "scalar")]
+        + ["block_table", "status", "stream"])
     # Every kernel ends with the per-call context: the status word, then
     # the caller's stream.
     for kernel in table.values():
         word = kernel.operands[-2]
         assert (word.name, word.role, word.rank, word.kind) == (
-            "status", _capi.CONTEXT, 1, _capi.KIND_U64)
+            "status", "context", 1, "u64")
         last = kernel.operands[-1]
         assert (last.name, last.role, last.rank, last.kind) == (
-            "stream", _capi.CONTEXT, 0, _capi.KIND_STREAM)
+            "stream", "context", 0, "stream")

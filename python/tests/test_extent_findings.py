@@ -1,25 +1,36 @@
 """Run-time extents that contradict the op (docs/semantics.md, revision 3,
 "Extents that contradict the op at run time"): host validation rejects the
-call in the words kpool.status_error gives the Extent finding the kernels
-record for it (operand << 8 | dimension << 16 | expectation << 20 |
-actual << 24 | expected << 44 | 11; the kernels' side is run by
-test/Integration/CPU/extent-findings.mlir and test/AOT/aot-extents.test).
-Kernel sets always check shapes, so these calls never reach the kernels.
-(The metadata lengths are checked by the Python layer before either.)"""
+call naming the operand and the dimension as kpool.status_error names the
+Extent finding the kernels record for it ((operand id << 4 | dimension) << 8
+| 11, kpool/ABI/StatusWord.h), and adds the values. The kernels' side is run
+by test/Integration/CPU/extent-findings.mlir and test/AOT/aot-extents.test;
+kernel sets always check shapes, so these calls never reach the kernels,
+validated or not."""
 
 import numpy as np
 import pytest
 
 import kpool
+from kpool import _capi
 
 D, K = 8, 2
-K_, GATE, APE, TAIL, POOLED = 1, 2, 3, 8, 9
-HEAD_DIM, KPOOL, KEYS_AND_GATES, RING_WINDOW, TOKEN_ROWS = 1, 2, 3, 4, 5
 
 
-def word(operand, dim, expectation, actual, expected):
-    return (11 | operand << 8 | dim << 16 | expectation << 20 |
-            actual << 24 | expected << 44)
+def operand_ids():
+    """The kernels' operand ids: each name's place among the table's
+    distinct operand names, first appearance first."""
+    ids = {}
+    for kernel in _capi.kernels().values():
+        for operand in kernel.operands:
+            ids.setdefault(operand.name, len(ids))
+    return ids
+
+
+IDS = operand_ids()
+
+
+def word(name, dim):
+    return ((IDS[name] << 4 | dim) << 8) | 11
 
 
 def decoded(w):
@@ -40,14 +51,23 @@ CACHE = np.array([0, 1], np.uint32)
 SLOTS = np.array([1, 0], np.uint32)
 
 
-@pytest.mark.parametrize("case,w", [
-    ("k", word(K_, 1, HEAD_DIM, 16, D)),
-    ("ape", word(APE, 0, KPOOL, 3, K)),
-    ("gate", word(GATE, 0, TOKEN_ROWS, 5, 6)),
-    ("pooled", word(POOLED, 1, HEAD_DIM, 4, D)),
+def same_words(op, host, name, dim):
+    """`host` (the host's message) names `name` and `dim` in the words of
+    the kernels' word for them."""
+    kernels = decoded(word(name, dim))
+    said = f"'{name}' dimension {dim}"
+    assert kernels.startswith(said + " contradicts the op"), kernels
+    assert host.startswith(f"{op}: {said} is "), host
+
+
+@pytest.mark.parametrize("case,name,dim,values", [
+    ("k", "k", 1, "16, expected 8 (head_dim)"),
+    ("ape", "ape", 0, "3, expected 2 (kpool)"),
+    ("gate", "gate", 0, "5, expected 6 (the rows of 'k')"),
+    ("pooled", "pooled", 1, "4, expected 8 (head_dim)"),
 ])
 @pytest.mark.parametrize("validate", [True, False])
-def test_compress(ks, case, w, validate):
+def test_compress(ks, case, name, dim, values, validate):
     k = rows(6, 16 if case == "k" else D)
     gate = rows(5 if case == "gate" else 6, k.shape[1])
     ape = np.zeros((3 if case == "ape" else K, D), np.float32)
@@ -56,20 +76,22 @@ def test_compress(ks, case, w, validate):
     with pytest.raises(kpool.KPoolError) as host:
         ks.compress(k, gate, ape, IRO, pro, CACHE, out=pooled,
                     validate=validate)
-    assert str(host.value) == "compress: " + decoded(w)
+    assert str(host.value) == f"compress: '{name}' dimension {dim} is {values}"
+    same_words("compress", str(host.value), name, dim)
     assert (pooled == -1).all()
 
 
-@pytest.mark.parametrize("case,w", [
-    ("pairs", word(TAIL, 1, KEYS_AND_GATES, 3, 2)),
-    ("window", word(TAIL, 2, RING_WINDOW, 1, K)),
+@pytest.mark.parametrize("case,dim,values", [
+    ("pairs", 1, "3, expected 2 (keys and gates)"),
+    ("window", 2, "1, expected at least 2 (kpool)"),
 ])
-def test_seed_tail(ks, case, w):
+def test_seed_tail(ks, case, dim, values):
     shape = (2, 3, K, D) if case == "pairs" else (2, 2, 1, D)
     tail = np.full(shape, 5, np.float32)
     with pytest.raises(kpool.KPoolError) as host:
         ks.seed_tail(tail, rows(6), rows(6), IRO, CACHE, SLOTS)
-    assert str(host.value) == "seed_tail: " + decoded(w)
+    assert str(host.value) == f"seed_tail: 'tail' dimension {dim} is {values}"
+    same_words("seed_tail", str(host.value), "tail", dim)
     assert (tail == 5).all()
 
 
@@ -78,17 +100,17 @@ def test_ring_close(ks):
     with pytest.raises(kpool.KPoolError) as host:
         ks.ring_close(tail, rows(6), rows(6), np.zeros((K, 4), np.float32),
                       IRO, CACHE, SLOTS)
-    assert str(host.value) == "ring_close: " + decoded(
-        word(APE, 1, HEAD_DIM, 4, D))
+    assert str(host.value) == ("ring_close: 'ape' dimension 1 is 4, "
+                               "expected 8 (head_dim)")
+    same_words("ring_close", str(host.value), "ape", 1)
 
 
-def test_saturated_extent():
-    """Extents past 2^20 - 1 are recorded as 2^20 - 1 and read "or more"."""
-    assert decoded(word(K_, 1, HEAD_DIM, 2**20 - 1, 8)) == (
-        "'k' dimension 1 is 1048575 or more at run time, expected 8 "
-        "(head_dim)")
-
-
-def test_unknown_operand():
-    assert "extent finding the kernels do not record" in kpool.status_error(
-        11 | 99 << 8)
+def test_every_operand_the_kernels_name_decodes():
+    """Every operand the lowering's checks name (ExtentChecks) has an id in
+    the table and decodes to its own name."""
+    for name in ("k", "gate", "ape", "input_row_offsets", "pool_row_offsets",
+                 "slot_idx", "tail", "pooled", "closed", "closed_pool",
+                 "cache_keys"):
+        for dim in range(4):
+            assert decoded(word(name, dim)).startswith(
+                f"'{name}' dimension {dim} contradicts"), (name, dim)

@@ -4,7 +4,8 @@
 // validation) handed views whose sizes contradict the configuration (f32,
 // head_dim 20, kpool 3): the kernels take every extent at run time, so their
 // own checks see it, write nothing (ring_close: -1 and zero rows) and record
-// the Extent finding, decoded in the words host validation uses. Before the
+// the Extent finding ((operand id << 4 | dimension) << 8 | 11,
+// kpool/ABI/StatusWord.h), whose word and message this checks. Before the
 // kernel module's extents were dynamic, the 'D' and 'K' extents were static
 // in the kernels' types: a 24-wide k went unseen and was read as 20 wide.
 //
@@ -12,6 +13,8 @@
 
 #include "kpool_aot_f32_d20_k3.h"
 
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/StatusWord.h"
 #include "kpool/Runtime/KernelSet.h"
 
 #include <cstdio>
@@ -39,10 +42,24 @@ KPoolView view(void *data, std::vector<int64_t> sizes) {
   return v;
 }
 
-/// What the status word `word` says, without its hex.
-std::string message(uint64_t word) {
-  std::string m = kpool::statusWordError(word).message();
-  return m.substr(0, m.find(" (found by the kernels"));
+/// The Extent finding's word for dimension `dim` of operand `name`.
+uint64_t extent(const char *name, unsigned dim) {
+  return kpool::status::encodeExtent(kpool::abi::operandId(name), dim);
+}
+
+/// Checks that `status` is the Extent finding for dimension `dim` of
+/// `name`, and what it decodes to.
+void checkWord(const std::string &op, uint64_t status, const char *name,
+               unsigned dim) {
+  std::string m = kpool::statusWordError(status).message();
+  m = m.substr(0, m.find(" (found by the kernels"));
+  check(status == extent(name, dim),
+        op + ": status word " + std::to_string(status) + ", " + m);
+  check(m == "'" + std::string(name) + "' dimension " + std::to_string(dim) +
+                 " contradicts the op (the other operands' extents) or the "
+                 "kernels' configuration (head_dim, kpool)",
+        op + ": the message names '" + name + "' dimension " +
+            std::to_string(dim));
 }
 } // namespace
 
@@ -57,55 +74,61 @@ int main() {
   // compress with keys 24 wide.
   {
     std::vector<float> k(T * 24, 1.f), pooled(4 * D, -1.f);
-    KPoolView kV = view(k.data(), {T, 24}), apeV = view(ape.data(), {K, D}),
-              outV = view(pooled.data(), {4, D});
+    KPoolCompressArgs a{};
+    a.pooled = view(pooled.data(), {4, D});
+    a.k = a.gate = view(k.data(), {T, 24});
+    a.ape = view(ape.data(), {K, D});
+    a.input_row_offsets = iroV;
+    a.pool_row_offsets = proV;
+    a.cache_lengths = cacheV;
     uint64_t status = 0;
-    kpool_f32_d20_k3_compress(&outV, &kV, &kV, &apeV, &iroV, &proV, &cacheV,
-                              &status, nullptr);
+    kpool_f32_d20_k3_compress(&a, &status, nullptr);
     bool untouched = true;
     for (float v : pooled)
       untouched &= v == -1.f;
     check(untouched, "compress: nothing written for 24-wide keys");
-    check(message(status) ==
-              "'k' dimension 1 is 24 at run time, expected 20 (head_dim)",
-          "compress: " + message(status));
+    checkWord("compress", status, "k", 1);
   }
   // ring_close with ape [2, 20] under kpool 3: -1 and zero rows.
   {
     std::vector<float> k(T * D, 1.f), tail(2 * 2 * K * D, 5.f),
         pooled(2 * D, 9.f), ape2(2 * D, 0.f);
     std::vector<int32_t> closed = {9, 9};
-    KPoolView kV = view(k.data(), {T, D}), apeV = view(ape2.data(), {2, D}),
-              tailV = view(tail.data(), {2, 2, K, D}),
-              outV = view(pooled.data(), {2, D}),
-              closedV = view(closed.data(), {2});
+    KPoolRingCloseArgs a{};
+    a.pooled = view(pooled.data(), {2, D});
+    a.closed_pool = view(closed.data(), {2});
+    a.tail = view(tail.data(), {2, 2, K, D});
+    a.k = a.gate = view(k.data(), {T, D});
+    a.ape = view(ape2.data(), {2, D});
+    a.input_row_offsets = iroV;
+    a.cache_lengths = cacheV;
+    a.slot_idx = slotsV;
+    a.num_requests = 2;
     uint64_t status = 0;
-    kpool_f32_d20_k3_ring_close(&outV, &closedV, &tailV, &kV, &kV, &apeV, &iroV,
-                                &cacheV, &slotsV, 2, &status, nullptr);
+    kpool_f32_d20_k3_ring_close(&a, &status, nullptr);
     bool defined = closed[0] == -1 && closed[1] == -1;
     for (float v : pooled)
       defined &= v == 0.f;
     check(defined, "ring_close: closed_pool -1 and zero rows");
-    check(message(status) ==
-              "'ape' dimension 0 is 2 at run time, expected 3 (kpool)",
-          "ring_close: " + message(status));
+    checkWord("ring_close", status, "ape", 0);
   }
   // seed_tail with a ring window of 2 under kpool 3: the ring unchanged.
   {
     std::vector<float> k(T * D, 1.f), tail(2 * 2 * 2 * D, 5.f);
-    KPoolView kV = view(k.data(), {T, D}),
-              tailV = view(tail.data(), {2, 2, 2, D});
+    KPoolSeedTailArgs a{};
+    a.tail = view(tail.data(), {2, 2, 2, D});
+    a.k = a.gate = view(k.data(), {T, D});
+    a.input_row_offsets = iroV;
+    a.cache_lengths = cacheV;
+    a.slot_idx = slotsV;
+    a.num_requests = 2;
     uint64_t status = 0;
-    kpool_f32_d20_k3_seed_tail(&tailV, &kV, &kV, &iroV, &cacheV, &slotsV, 2,
-                               &status, nullptr);
+    kpool_f32_d20_k3_seed_tail(&a, &status, nullptr);
     bool untouched = true;
     for (float v : tail)
       untouched &= v == 5.f;
     check(untouched, "seed_tail: the ring unchanged");
-    check(message(status) ==
-              "'tail' dimension 2 is 2 at run time, expected at least 3 "
-              "(kpool)",
-          "seed_tail: " + message(status));
+    checkWord("seed_tail", status, "tail", 2);
   }
   std::printf("%d passed, %d failed\n", passes, failures);
   return failures ? 1 : 0;

@@ -26,6 +26,8 @@
 #include "Reference/Float.h"
 #include "Reference/Reference.h"
 #include "Reference/VerifySchedule.h"
+#include "Support/ArgsByName.h"
+#include "Support/Differential.h"
 #include "kpool/Runtime/Jit.h"
 
 #include <algorithm>
@@ -45,6 +47,9 @@
 
 using namespace kpool;
 namespace ref = kpool::reference;
+using test::Buffer;
+using test::Layout;
+using test::sentinel;
 
 namespace {
 
@@ -60,17 +65,7 @@ using Rng = ref::TestRng;
 // Configurations.
 //===----------------------------------------------------------------------===//
 
-struct Config {
-  ElementType type;
-  int64_t D; // head_dim
-  int64_t K; // kpool
-  std::string name() const {
-    return std::string(elementTypeName(type)) + " D" + std::to_string(D) +
-           " K" + std::to_string(K);
-  }
-  ref::Geometry geometry() const { return {type, D, K}; }
-  int64_t esize() const { return elementTypeSize(type); }
-};
+using test::Config;
 
 /// A value of T as raw bits, drawn uniformly from [lo, hi) and rounded.
 uint32_t randomT(Rng &rng, ElementType type, double lo, double hi) {
@@ -92,140 +87,6 @@ int64_t ulpDistance(ElementType type, uint32_t a, uint32_t b) {
 bool isNaNBits(ElementType type, uint32_t x) {
   return std::isnan(ref::fromBits(type, x));
 }
-
-//===----------------------------------------------------------------------===//
-// Buffers: one strided view inside storage padded with canaries.
-//===----------------------------------------------------------------------===//
-
-/// Where a view sits in its storage. Empty strides: dense row-major.
-struct Layout {
-  std::vector<int64_t> strides;
-  int64_t before = 11; // canary elements before the view's first element
-  int64_t after = 13;  // canary elements after its last
-};
-
-/// The canary: a NaN for every float type, an unlikely value for integers.
-uint32_t sentinel(int64_t esize) { return esize == 2 ? 0x7fa5u : 0x7fa5a5a5u; }
-
-class Buffer {
-public:
-  int64_t esize = 4;
-  int64_t rank = 1;
-  int64_t sizes[4] = {0, 0, 0, 0};
-  int64_t strides[4] = {0, 0, 0, 0};
-  int64_t offset = 0; // storage element of index (0, ..., 0)
-  std::vector<uint8_t> bytes;
-  std::vector<uint8_t> inView; // per storage element
-
-  static Buffer make(int64_t esize, const std::vector<int64_t> &shape,
-                     const Layout &layout = Layout()) {
-    Buffer b;
-    b.esize = esize;
-    b.rank = int64_t(shape.size());
-    int64_t stride = 1;
-    for (int64_t d = b.rank - 1; d >= 0; --d) {
-      b.sizes[d] = shape[d];
-      b.strides[d] = layout.strides.empty() ? stride : layout.strides[d];
-      stride *= shape[d];
-    }
-    int64_t span = 1;
-    bool empty = false;
-    for (int64_t d = 0; d < b.rank; ++d) {
-      empty |= b.sizes[d] == 0;
-      span += (b.sizes[d] - 1) * b.strides[d];
-    }
-    if (empty)
-      span = 0;
-    b.offset = layout.before;
-    int64_t total = layout.before + span + layout.after + 1;
-    b.bytes.resize(total * esize);
-    b.inView.assign(total, 0);
-    for (int64_t e = 0; e < total; ++e)
-      b.setRaw(e, sentinel(esize));
-    b.forEach([&](const int64_t *, int64_t e) { b.inView[e] = 1; });
-    return b;
-  }
-
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int64_t d = 0; d < rank; ++d)
-      n *= sizes[d];
-    return n;
-  }
-  int64_t storageElements() const { return int64_t(inView.size()); }
-
-  View view() const {
-    View v{};
-    v.data = const_cast<uint8_t *>(bytes.data()) + offset * esize;
-    v.rank = rank;
-    for (int64_t d = 0; d < rank; ++d) {
-      v.sizes[d] = sizes[d];
-      v.strides[d] = strides[d];
-    }
-    return v;
-  }
-
-  uint32_t raw(int64_t e) const {
-    if (esize == 2) {
-      uint16_t h;
-      std::memcpy(&h, &bytes[e * 2], 2);
-      return h;
-    }
-    uint32_t u;
-    std::memcpy(&u, &bytes[e * 4], 4);
-    return u;
-  }
-  void setRaw(int64_t e, uint32_t x) {
-    if (esize == 2) {
-      uint16_t h = uint16_t(x);
-      std::memcpy(&bytes[e * 2], &h, 2);
-    } else {
-      std::memcpy(&bytes[e * 4], &x, 4);
-    }
-  }
-
-  int64_t storageIndex(std::initializer_list<int64_t> idx) const {
-    int64_t e = offset, d = 0;
-    for (int64_t i : idx)
-      e += i * strides[d++];
-    return e;
-  }
-  uint32_t at(std::initializer_list<int64_t> idx) const {
-    return raw(storageIndex(idx));
-  }
-  void set(std::initializer_list<int64_t> idx, uint32_t x) {
-    setRaw(storageIndex(idx), x);
-  }
-
-  /// Calls fn(index, storage element) for every element in row-major order.
-  void forEach(const std::function<void(const int64_t *, int64_t)> &fn) const {
-    if (numElements() == 0)
-      return;
-    int64_t idx[4] = {0, 0, 0, 0};
-    while (true) {
-      int64_t e = offset;
-      for (int64_t d = 0; d < rank; ++d)
-        e += idx[d] * strides[d];
-      fn(idx, e);
-      int64_t d = rank - 1;
-      while (d >= 0 && ++idx[d] == sizes[d])
-        idx[d--] = 0;
-      if (d < 0)
-        return;
-    }
-  }
-
-  /// The view's elements in row-major order.
-  std::vector<uint32_t> dense() const {
-    std::vector<uint32_t> out;
-    forEach([&](const int64_t *, int64_t e) { out.push_back(raw(e)); });
-    return out;
-  }
-  void fill(const std::vector<uint32_t> &values) {
-    size_t i = 0;
-    forEach([&](const int64_t *, int64_t e) { setRaw(e, values.at(i++)); });
-  }
-};
 
 //===----------------------------------------------------------------------===//
 // Results.
@@ -454,21 +315,39 @@ Ops absoluteKeys(const Ops &o) {
 // Running the ops: kernels and reference.
 //===----------------------------------------------------------------------===//
 
+/// Kernel A's arguments from the call's operands, by their table names;
+/// ring_close's `pooled` (the pools it closes) is the step's `closed`.
+template <typename A> A args(Ops &o) {
+  return test::argsByName<A>(
+      {{"tail", o.tail.view()},
+       {"k", o.k.view()},
+       {"gate", o.gate.view()},
+       {"ape", o.ape.view()},
+       {"input_row_offsets", o.iro.view()},
+       {"pool_row_offsets", o.pro.view()},
+       {"cache_lengths", o.cache.view()},
+       {"slot_idx", o.slots.view()},
+       {"closed", o.rcPooled.view()},
+       {"closed_pool", o.closed.view()},
+       {"pooled", o.pooled.view()}},
+      o.numRequests);
+}
+
 Status kRingClose(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.ringClose(o.rcPooled.view(), o.closed.view(), o.tail.view(),
-                      o.k.view(), o.gate.view(), o.ape.view(), o.iro.view(),
-                      o.cache.view(), o.slots.view(), o.numRequests, v);
+  return ks.ringClose(
+      test::with(args<RingCloseArgs>(o), {{"pooled", o.rcPooled.view()}}), v);
 }
 Status kPoolOffsets(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.poolOffsets(o.pro.view(), o.iro.view(), o.cache.view(), v);
+  return ks.poolOffsets(args<PoolOffsetsArgs>(o), v);
 }
 Status kCompress(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.compress(o.pooled.view(), o.k.view(), o.gate.view(), o.ape.view(),
-                     o.iro.view(), o.pro.view(), o.cache.view(), v);
+  return ks.compress(args<CompressArgs>(o), v);
 }
 Status kSeedTail(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.seedTail(o.tail.view(), o.k.view(), o.gate.view(), o.iro.view(),
-                     o.cache.view(), o.slots.view(), o.numRequests, v);
+  return ks.seedTail(args<SeedTailArgs>(o), v);
+}
+Status kStep(const KernelSet &ks, Ops &o, Validation v) {
+  return ks.step(args<StepArgs>(o), v);
 }
 
 void rRingClose(const Config &cfg, Ops &o) {
@@ -524,20 +403,27 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
     allOk &= s.ok();
     return expectOk(c, what, s);
   };
-  ok(tag + " ring_close", kRingClose(ks, kOps, v));
-  {
-    Ops s = absoluteKeys(rOps);
-    rRingClose(cfg, s);
-    rOps.rcScale = s.rcPooled;
-  }
-  rRingClose(cfg, rOps);
-  compareOps(c, tag + " after ring_close:", cfg, kOps, rOps, Fresh::RingClose,
-             exact);
-
-  ok(tag + " pool_offsets", kPoolOffsets(ks, kOps, v));
-  rPoolOffsets(cfg, rOps);
-  compareOps(c, tag + " after pool_offsets:", cfg, kOps, rOps, Fresh::None,
-             exact);
+  // One op: the kernel, then the reference (first on absolute keys, for
+  // the scale its pooled output is compared at, when it has one), then
+  // every operand compared.
+  auto stage = [&](const char *op, Status (*kernel)(const KernelSet &, Ops &,
+                                                     Validation),
+                   void (*reference)(const Config &, Ops &),
+                   Buffer Ops::*pooled, std::optional<Buffer> Ops::*scale,
+                   Fresh fresh) {
+    ok(tag + " " + op, kernel(ks, kOps, v));
+    if (scale) {
+      Ops s = absoluteKeys(rOps);
+      reference(cfg, s);
+      rOps.*scale = s.*pooled;
+    }
+    reference(cfg, rOps);
+    compareOps(c, tag + " after " + op + ":", cfg, kOps, rOps, fresh, exact);
+  };
+  stage("ring_close", kRingClose, rRingClose, &Ops::rcPooled, &Ops::rcScale,
+        Fresh::RingClose);
+  stage("pool_offsets", kPoolOffsets, rPoolOffsets, nullptr, nullptr,
+        Fresh::None);
   if (opt.pro) {
     kOps.pro.fill(*opt.pro);
     rOps.pro.fill(*opt.pro);
@@ -550,20 +436,9 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
   rows += opt.extraPooledRows;
   kOps.pooled = Buffer::make(cfg.esize(), {rows, cfg.D}, kOps.pooledLayout);
   rOps.pooled = kOps.pooled;
-  ok(tag + " compress", kCompress(ks, kOps, v));
-  {
-    Ops s = absoluteKeys(rOps);
-    rCompress(cfg, s);
-    rOps.pooledScale = s.pooled;
-  }
-  rCompress(cfg, rOps);
-  compareOps(c, tag + " after compress:", cfg, kOps, rOps, Fresh::Compress,
-             exact);
-
-  ok(tag + " seed_tail", kSeedTail(ks, kOps, v));
-  rSeedTail(cfg, rOps);
-  compareOps(c, tag + " after seed_tail:", cfg, kOps, rOps, Fresh::None,
-             exact);
+  stage("compress", kCompress, rCompress, &Ops::pooled, &Ops::pooledScale,
+        Fresh::Compress);
+  stage("seed_tail", kSeedTail, rSeedTail, nullptr, nullptr, Fresh::None);
 
   // kpool.step on the same operands writes what the four ops wrote, bit for
   // bit (every operand, canaries and gaps included), when they all
@@ -571,11 +446,7 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
   if (allOk && v == Validation::Check && !opt.pro) {
     fused.pooled =
         Buffer::make(cfg.esize(), {rows, cfg.D}, kOps.pooledLayout);
-    Status s = ks.step(fused.rcPooled.view(), fused.closed.view(),
-                       fused.pro.view(), fused.pooled.view(), fused.tail.view(),
-                       fused.k.view(), fused.gate.view(), fused.ape.view(),
-                       fused.iro.view(), fused.cache.view(), fused.slots.view(),
-                       fused.numRequests, v);
+    Status s = kStep(ks, fused, v);
     if (expectOk(c, tag + " step", s)) {
       compareOps(c, tag + " step vs the four ops:", cfg, fused, kOps,
                  Fresh::None, /*exact=*/true);
@@ -1275,6 +1146,43 @@ void numericsCases(Suite &suite, const Config &cfg) {
             });
 }
 
+/// The exact pooling function of one channel (double precision from the
+/// f32 z = f32(g) + ape, as the spec defines z) under a backend's subnormal
+/// rule (docs/semantics.md, "Subnormal weights"): a weight the rule flushes
+/// (its f32 argument f32(z_m - M) below -126 ln 2) is 0, every other one
+/// exact. `grid` is what rounding kept weights below 2^-126 to f32's
+/// subnormal grid may cost, one unit of 2^-149 each: the sum of
+/// 2^-149 |k_m| / Z over those members (0 when the rule flushes them).
+struct ExactPool {
+  double value = 0, S = 0, grid = 0, maxAbsZ = 0;
+  bool subnormal = false; // a weight in [2^-150, 2^-126) (flushed or kept)
+};
+ExactPool exactPool(int64_t K, const double *z, const double *k,
+                    ref::SubnormalWeights rule = ref::kCpuSubnormalWeights) {
+  ExactPool r;
+  double maxZ = -INFINITY;
+  for (int64_t m = 0; m < K; ++m) {
+    maxZ = std::max(maxZ, z[m]);
+    r.maxAbsZ = std::max(r.maxAbsZ, std::fabs(z[m]));
+  }
+  double Z = 0, A = 0, S = 0, grid = 0;
+  for (int64_t m = 0; m < K; ++m) {
+    double e = std::exp(z[m] - maxZ);
+    r.subnormal |= e >= 0x1.0p-150 && e < 0x1.0p-126;
+    if (ref::flushesWeight(rule, float(z[m]) - float(maxZ)))
+      e = 0;
+    Z += e;
+    A += e * k[m];
+    S += e * std::fabs(k[m]);
+    if (e > 0 && e < 0x1.0p-126)
+      grid += 0x1.0p-149 * std::fabs(k[m]);
+  }
+  r.value = A / Z;
+  r.S = S / Z;
+  r.grid = grid / Z;
+  return r;
+}
+
 /// compress on one request of many pools against the exact value of the
 /// pooling function (see ExactStats): moderate gates, wide gates (weights
 /// down to subnormal and zero) and gates up to +-200.
@@ -1310,30 +1218,21 @@ void exactCases(Suite &suite, const Config &cfg) {
                   return;
                 for (int64_t j = 0; j < pools; ++j)
                   for (int64_t d = 0; d < D; ++d) {
-                    double z[64], maxZ = -INFINITY, maxAbsZ = 0;
-                    double k[64];
+                    double z[64], k[64];
                     for (int64_t m = 0; m < K; ++m) {
                       int64_t row = j * K + m;
                       float g = ref::fromBits(cfg.type, o.gate.at({row, d}));
                       float a = ref::fromBits(KPOOL_F32, o.ape.at({m, d}));
                       z[m] = double(g + a); // an f32 sum, as in the spec
                       k[m] = ref::fromBits(cfg.type, o.k.at({row, d}));
-                      maxZ = std::max(maxZ, z[m]);
-                      maxAbsZ = std::max(maxAbsZ, std::fabs(z[m]));
                     }
-                    double Z = 0, A = 0, S = 0;
-                    for (int64_t m = 0; m < K; ++m) {
-                      double e = std::exp(z[m] - maxZ);
-                      Z += e;
-                      A += e * k[m];
-                      S += e * std::fabs(k[m]);
-                    }
+                    // Under the CPU kernels' rule for subnormal weights.
+                    ExactPool x = exactPool(K, z, k);
                     double got = ref::fromBits(cfg.type, o.pooled.at({j, d}));
-                    double err = std::fabs(got - A / Z) /
-                                 ref::ulpOf(cfg.type, S / Z);
-                    double bound = cfg.type == KPOOL_F32
-                                       ? 4 + 6 * maxAbsZ
-                                       : exactStats.bound16;
+                    double err =
+                        std::fabs(got - x.value) / ref::ulpOf(cfg.type, x.S);
+                    double bound = cfg.type == KPOOL_F32 ? 4 + 6 * x.maxAbsZ
+                                                         : exactStats.bound16;
                     exactStats.maxUlp[t] = std::max(exactStats.maxUlp[t], err);
                     exactStats.maxShare[t] =
                         std::max(exactStats.maxShare[t], err / bound);
@@ -1342,11 +1241,154 @@ void exactCases(Suite &suite, const Config &cfg) {
                       c.fail("gates +-" + std::to_string(int(spreads[round])) +
                              ": pool " + std::to_string(j) + " channel " +
                              std::to_string(d) + ": " + std::to_string(got) +
-                             " vs exact " + std::to_string(A / Z) + ", " +
+                             " vs exact " + std::to_string(x.value) + ", " +
                              std::to_string(err) + " ulp of S (bound " +
                              std::to_string(bound) + ")");
                   }
               }
+            });
+}
+
+/// Subnormal weights (revision 3; issue 24, finding 5): a member whose z is
+/// 80 to 106 below the pool's max and whose key is as large as T allows
+/// (3e38 in bf16 and f32). Its weight exp(z - M) is subnormal below 87.3,
+/// yet its term e * k is of the order of 1. The CPU kernels flush every
+/// such weight and no other, so they (and the reference, given the CPU's
+/// rule) must match the exact function with exactly those weights zero,
+/// within the contract's bound in ulps of S; under the other rule (keep)
+/// the same inputs differ from it by up to 1.8 per flushed weight, which
+/// the case checks too, so that it can tell the rules apart. Pool 0 channel
+/// 0 is the finding's case: a member with key 3e38 and a z 88 below the
+/// other member's (exact value 2.82 with the weight kept, 1 with it
+/// flushed; the exp before revision 3 flushed it there but kept weights
+/// 87.34 to 87.68 below the max).
+void subnormalCases(Suite &suite, const Config &cfg) {
+  if (cfg.K < 2)
+    return; // one member weighs exactly 1
+  std::string p = cfg.name() + " ";
+  suite.run(p + "subnormal weights flushed, all and only those: gaps of "
+                "80..106 with keys up to 3e38, kernels and reference vs exact",
+            [&](Check &c) {
+              auto ks = kernels(cfg, c);
+              if (!ks)
+                return;
+              const int64_t K = cfg.K, D = cfg.D, pools = 64;
+              const double huge =
+                  cfg.type == KPOOL_F16 ? 65504.0 : 3e38; // largest keys
+              Rng rng(950);
+              Buffer ape = makeApe(cfg, rng);
+              Buffer tail = makeTail(cfg, rng, 1);
+              CallSpec spec = makeCall(cfg, rng, {{pools * K, 0, 0}}, 1);
+              auto f32At = [&](const std::vector<uint32_t> &v, int64_t row,
+                               int64_t d) {
+                return ref::fromBits(cfg.type, v[row * D + d]);
+              };
+              // Channel 0 has ape = 0, so the finding's z are its gates.
+              for (int64_t m = 0; m < K; ++m)
+                ape.set({m, 0}, ref::f32Bits(0.0f));
+              for (int64_t j = 0; j < pools; ++j)
+                for (int64_t d = 0; d < D; ++d) {
+                  int64_t i = j * D + d;
+                  double gap = 80 + 26.0 * double(i) / double(pools * D);
+                  int64_t a = i % K, b = (a + 1 + (i / K) % (K - 1)) % K;
+                  double ka = i % 3 == 0 ? 1.0 : i % 3 == 1 ? 0.0 : -0.5;
+                  double kb = (i / 3) % 3 == 0   ? huge
+                              : (i / 3) % 3 == 1 ? -huge
+                                                 : 1.0;
+                  if (i == 0) { // the finding's case
+                    a = 0, b = 1, gap = 88, ka = 1, kb = huge;
+                  }
+                  auto apeOf = [&](int64_t m) {
+                    return double(ref::fromBits(KPOOL_F32, ape.at({m, d})));
+                  };
+                  double ga = i == 0 ? 0 : rng.uniform(-5, 5);
+                  for (int64_t m = 0; m < K; ++m) {
+                    int64_t row = j * K + m;
+                    double g = m == a   ? ga
+                               : m == b ? ga + apeOf(a) - apeOf(m) - gap
+                                        : ga + apeOf(a) - apeOf(m) - 120;
+                    double key = m == a ? ka : m == b ? kb : 1.0;
+                    spec.gate[row * D + d] = ref::roundToBits(cfg.type, float(g));
+                    spec.k[row * D + d] = ref::roundToBits(cfg.type, float(key));
+                  }
+                }
+              Ops o = makeOps(cfg, spec, ape, tail, Layouts());
+              if (!c.expect(kPoolOffsets(*ks, o, Validation::Check).ok(),
+                            "pool_offsets failed"))
+                return;
+              o.pooled = Buffer::make(cfg.esize(), {pools, D});
+              Ops r = o;
+              if (!c.expect(kCompress(*ks, o, Validation::Check).ok(),
+                            "compress failed"))
+                return;
+              rCompress(cfg, r);
+              const double bound16 = 0.51;
+              double worst[2] = {0, 0}; // kernels, reference: err / allowed
+              int64_t subnormal = 0, rulesDiffer = 0;
+              int reported = 0;
+              for (int64_t j = 0; j < pools; ++j)
+                for (int64_t d = 0; d < D; ++d) {
+                  double z[64], k[64];
+                  for (int64_t m = 0; m < K; ++m) {
+                    int64_t row = j * K + m;
+                    float g = f32At(spec.gate, row, d);
+                    float a = ref::fromBits(KPOOL_F32, o.ape.at({m, d}));
+                    z[m] = double(g + a); // an f32 sum, as in the spec
+                    k[m] = f32At(spec.k, row, d);
+                  }
+                  ExactPool e = exactPool(K, z, k);
+                  ExactPool kept =
+                      exactPool(K, z, k, ref::SubnormalWeights::Keep);
+                  subnormal += e.subnormal;
+                  if (std::fabs(kept.value - e.value) >
+                      64 * ref::ulpOf(cfg.type, e.S))
+                    ++rulesDiffer;
+                  double bound = cfg.type == KPOOL_F32 ? 4 + 6 * e.maxAbsZ
+                                                       : bound16;
+                  double allowed =
+                      bound * ref::ulpOf(cfg.type, e.S) + e.grid;
+                  for (int side = 0; side < 2; ++side) {
+                    const Buffer &out = side == 0 ? o.pooled : r.pooled;
+                    double got = ref::fromBits(cfg.type, out.at({j, d}));
+                    double err = std::fabs(got - e.value);
+                    worst[side] = std::max(worst[side], err / allowed);
+                    if (j == 0 && d == 0 && side == 0) {
+                      char buf[160];
+                      std::snprintf(buf, sizeof(buf),
+                                    "finding's case (key %g, gap 88): "
+                                    "kernels %.6g, exact %.6g (with the "
+                                    "weight kept: %.6g)",
+                                    k[1], got, e.value, kept.value);
+                      c.note(buf);
+                    }
+                    if (!(err <= allowed) && reported++ < 4) {
+                      char buf[320];
+                      std::snprintf(
+                          buf, sizeof(buf),
+                          "%s: pool %lld channel %lld: %.9g vs exact %.9g "
+                          "(S %.3g), %.3g ulp of S (bound %.3g + the "
+                          "subnormal grid %.3g ulp)",
+                          side == 0 ? "kernels" : "reference", (long long)j,
+                          (long long)d, got, e.value, e.S,
+                          err / ref::ulpOf(cfg.type, e.S), bound,
+                          e.grid / ref::ulpOf(cfg.type, e.S));
+                      c.fail(buf);
+                    }
+                  }
+                }
+              c.note(std::to_string(subnormal) +
+                     " channels with a subnormal weight (" +
+                     std::to_string(rulesDiffer) +
+                     " where keeping it would be off by more than 64 ulp of "
+                     "S); worst error / allowed: kernels " +
+                     std::to_string(worst[0]) + ", reference " +
+                     std::to_string(worst[1]));
+              // f16 keys (at most 65504) make every subnormal term
+              // negligible; in bf16 and f32 the case must separate the
+              // rules.
+              if (cfg.type != KPOOL_F16)
+                c.expect(rulesDiffer > pools,
+                         "the inputs do not tell flushing from keeping");
             });
 }
 
@@ -1809,6 +1851,7 @@ int main(int argc, char **argv) {
     referenceCases(suite, cfg);
     numericsCases(suite, cfg);
     exactCases(suite, cfg);
+    subnormalCases(suite, cfg);
     identityCases(suite, cfg);
     emptyCases(suite, cfg);
     stridedCases(suite, cfg);

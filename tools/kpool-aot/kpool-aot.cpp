@@ -3,7 +3,7 @@
 // Compiles the kernels of one configuration (element type, head_dim, kpool,
 // target) into an object file with plain C entry points, and writes a header
 // describing the calling convention, generated from the kernel ABI
-// (kpool/Runtime/KernelABI.def). The object needs no MLIR or LLVM
+// (kpool/ABI/KernelABI.def). The object needs no MLIR or LLVM
 // at run time: only libc on the CPU, and the CUDA driver through the mgpu*
 // wrappers (libkpool_cuda_runtime) on NVIDIA GPUs, with the GPU binary
 // embedded.
@@ -13,10 +13,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kpool/ABI/KernelABI.h"
 #include "kpool/InitAll.h"
 #include "kpool/Kernels/KernelModule.h"
 #include "kpool/Pipelines/Pipelines.h"
-#include "kpool/Runtime/KernelABI.h"
+#include "kpool/Runtime/KernelSet.h"
+#include "kpool/Tools/Version.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -47,62 +49,78 @@
 
 using namespace llvm;
 
+/// kpool-aot's own options: `--help` lists these only; the LLVM options
+/// linked into the tool are behind `--help-hidden`.
+static cl::OptionCategory aotCategory("kpool-aot options");
+
 static cl::opt<std::string> elementType("type", cl::desc("bf16, f16 or f32"),
-                                        cl::init("bf16"));
+                                        cl::init("bf16"), cl::cat(aotCategory));
 static cl::opt<int64_t> headDim("head-dim", cl::desc("channels per key"),
-                                cl::init(128));
+                                cl::init(128), cl::cat(aotCategory));
 static cl::opt<int64_t> poolSize("kpool", cl::desc("tokens per pool"),
-                                 cl::init(4));
+                                 cl::init(4), cl::cat(aotCategory));
 static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
-                                   cl::init("cpu"));
+                                   cl::init("cpu"), cl::cat(aotCategory));
 static cl::opt<std::string> outputObject("o", cl::desc("object file"),
-                                         cl::Required);
+                                         cl::Required, cl::cat(aotCategory));
 static cl::opt<std::string> outputHeader("header", cl::desc("C header"),
-                                         cl::init(""));
-static cl::opt<std::string>
-    outputLLVM("emit-llvm", cl::desc("also write the LLVM IR"), cl::init(""));
+                                         cl::init(""), cl::cat(aotCategory));
+static cl::opt<std::string> outputLLVM("emit-llvm",
+                                       cl::desc("also write the LLVM IR"),
+                                       cl::init(""), cl::cat(aotCategory));
 static cl::opt<std::string>
     hostCPU("mcpu",
             cl::desc("host CPU the object is for (default: this machine's "
                      "for --target=cpu, generic x86-64 for --target=cuda)"),
-            cl::init(""));
+            cl::init(""), cl::cat(aotCategory));
 static cl::opt<bool> openmp("openmp",
                             cl::desc("cpu: OpenMP threads (needs libomp)"),
-                            cl::init(false));
+                            cl::init(false), cl::cat(aotCategory));
 static cl::opt<int64_t> vectorSize("vector-size",
                                    cl::desc("cpu: channels per vector"),
-                                   cl::init(16));
+                                   cl::init(16), cl::cat(aotCategory));
 static cl::opt<std::string> chip("chip", cl::desc("cuda: GPU architecture"),
-                                 cl::init("sm_90"));
+                                 cl::init("sm_90"), cl::cat(aotCategory));
 static cl::opt<std::string> features("features", cl::desc("cuda: PTX features"),
-                                     cl::init("+ptx80"));
+                                     cl::init("+ptx80"), cl::cat(aotCategory));
 static cl::opt<std::string> binaryFormat("format",
                                          cl::desc("cuda: isa, bin or fatbin"),
-                                         cl::init("fatbin"));
-static cl::opt<std::string>
-    cudaToolkit("cuda-toolkit", cl::desc("cuda: toolkit root"), cl::init(""));
+                                         cl::init("fatbin"),
+                                         cl::cat(aotCategory));
+static cl::opt<std::string> cudaToolkit("cuda-toolkit",
+                                        cl::desc("cuda: toolkit root"),
+                                        cl::init(""), cl::cat(aotCategory));
 static cl::opt<std::string>
     cacheEntry("cache",
                cl::desc("pool-cache kernels (compress_cache, ...): none, "
                         "element (entries of the element type) or fp8"),
-               cl::init("none"));
-static cl::opt<std::string> cacheRotate("rotate",
-                                        cl::desc("pool cache: none or hadamard"),
-                                        cl::init("none"));
+               cl::init("none"), cl::cat(aotCategory));
+static cl::opt<std::string>
+    cacheRotate("rotate", cl::desc("pool cache: none or hadamard"),
+                cl::init("none"), cl::cat(aotCategory));
 static cl::opt<std::string>
     cacheScale("scale", cl::desc("pool cache, fp8: absmax or pow2"),
-               cl::init("absmax"));
+               cl::init("absmax"), cl::cat(aotCategory));
 
-/// The cache format of the options (validated in main).
+/// The value of `E` named `name` by `nameOf` (the leaf's spelling), or
+/// false.
+template <typename E>
+static bool parseName(const std::string &name, const char *(*nameOf)(E),
+                      E &value) {
+  for (int32_t v = 0; nameOf(E(v)); ++v)
+    if (name == nameOf(E(v))) {
+      value = E(v);
+      return true;
+    }
+  return false;
+}
+
+/// The cache format of the options (parsed and validated in main).
 static kpool::CacheFormat cacheFormat() {
   kpool::CacheFormat f;
-  f.entry = cacheEntry == "fp8"       ? kpool::CacheEntry::FP8
-            : cacheEntry == "element" ? kpool::CacheEntry::Element
-                                      : kpool::CacheEntry::None;
-  f.rotate = cacheRotate == "hadamard" ? kpool::CacheRotate::Hadamard
-                                       : kpool::CacheRotate::None;
-  f.scale = cacheScale == "pow2" ? kpool::CacheScale::Pow2
-                                 : kpool::CacheScale::Absmax;
+  parseName<kpool::CacheEntry>(cacheEntry, kpool::cacheEntryName, f.entry);
+  parseName<kpool::CacheRotate>(cacheRotate, kpool::cacheRotateName, f.rotate);
+  parseName<kpool::CacheScale>(cacheScale, kpool::cacheScaleName, f.scale);
   return f;
 }
 
@@ -141,7 +159,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << ", kpool " << poolSize << ", target " << target
      << (cuda ? " (" + chip + ")" : std::string()) << ". Do not edit. */\n"
      << "#ifndef " << guard << "\n#define " << guard << "\n\n"
-     << "#include \"kpool-c/View.h\"\n\n"
+     << "#include \"kpool/ABI/Args.h\"\n\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
      << "#ifndef KPOOL_AOT_DESCRIPTORS\n#define KPOOL_AOT_DESCRIPTORS\n"
      << "/* MLIR's strided memref descriptors, which the kernels take by\n"
@@ -179,7 +197,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << (cuda ? "device" : "host")
      << " memory):\n   where a guard meets bad metadata the kernels "
         "record the smallest\n   (request << 8 | finding) there "
-        "(kpool/Dialect/KPool/IR/StatusWord.h).\n"
+        "(kpool/ABI/StatusWord.h).\n"
      << (cuda ? "   `stream` is the caller's CUstream: each call only enqueues "
                 "its launches\n   there (no synchronization, allocation, "
                 "copy or module load; NULL\n   is the context's NULL stream). "
@@ -209,33 +227,31 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
     os << ");\n";
   }
   os << "\n";
+  // The plain C wrappers take the kernel's argument struct (kpool/ABI/
+  // Args.h), then the context: the status word (NULL: none) and the stream.
   for (const abi::Kernel &kernel : abi::kernels) {
     if (!built(kernel))
       continue;
-    // The status word is a uint64_t * (NULL: none), as in the C API.
-    auto isStatus = [](const abi::Operand &arg) {
-      return arg.kind == abi::Kind::U64;
-    };
-    os << "static inline void " << prefix << kernel.name << "(";
-    for (auto [i, arg] : llvm::enumerate(operands(kernel)))
-      os << (i ? ", " : "")
-         << (isStatus(arg) ? "uint64_t *"
-             : arg.rank    ? "const KPoolView *"
-                           : scalarType(arg))
-         << arg.name;
-    os << ") {\n";
+    std::string args = std::string("KPool") + (kernel.capiFunction + 5) +
+                       "Args";
+    os << "static inline void " << prefix << kernel.name << "(const " << args
+       << " *args, uint64_t *status, void *stream) {\n";
     for (const abi::Operand &arg : operands(kernel))
-      if (isStatus(arg))
+      if (arg.kind == abi::Kind::U64)
         os << "  KPoolDescriptor1 d_" << arg.name << " = { " << arg.name
            << ", " << arg.name << ", 0, {" << arg.name << " ? 1 : 0}, {1} };\n";
       else if (arg.rank)
         os << "  KPoolDescriptor" << arg.rank << " d_" << arg.name
-           << " = KPOOL_AOT_DESCRIPTOR(" << arg.rank << ", " << arg.name
+           << " = KPOOL_AOT_DESCRIPTOR(" << arg.rank << ", &args->" << arg.name
            << ");\n";
     os << "  _mlir_ciface_"
        << mlir::kpool::kernelFunctionName(prefix, kernel.id) << "(";
     for (auto [i, arg] : llvm::enumerate(operands(kernel)))
-      os << (i ? ", " : "") << (arg.rank ? "&d_" : "") << arg.name;
+      os << (i ? ", " : "")
+         << (arg.rank ? "&d_" + std::string(arg.name)
+             : arg.role == abi::Role::Scalar
+                 ? "args->" + std::string(arg.name)
+                 : std::string(arg.name));
     os << ");\n}\n";
   }
   os << "\n#ifdef __cplusplus\n} /* extern \"C\" */\n\n"
@@ -316,23 +332,49 @@ static bool useCallerStreams(Module &module, std::string &error) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  mlir::kpool::setToolVersionPrinter("kpool-aot");
+  // LLVM's own options (the backends', the pass managers') stay usable but
+  // only --help-hidden lists them: HideUnrelatedOptions would drop them from
+  // it too (cl::ReallyHidden), so those it hides are made cl::Hidden.
+  SmallVector<cl::Option *> shown;
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.second->getOptionHiddenFlag() == cl::NotHidden)
+      shown.push_back(entry.second);
+  cl::HideUnrelatedOptions(aotCategory);
+  for (cl::Option *option : shown)
+    if (option->getOptionHiddenFlag() == cl::ReallyHidden)
+      option->setHiddenFlag(cl::Hidden);
   cl::ParseCommandLineOptions(argc, argv, "kpool ahead-of-time kernels\n");
 
   KPoolElementType type;
-  std::string typeEnum;
-  if (elementType == "bf16")
-    type = KPOOL_BF16, typeEnum = "KPOOL_BF16";
-  else if (elementType == "f16")
-    type = KPOOL_F16, typeEnum = "KPOOL_F16";
-  else if (elementType == "f32")
-    type = KPOOL_F32, typeEnum = "KPOOL_F32";
-  else
+  if (!parseName<KPoolElementType>(elementType, kpool::elementTypeName, type))
     return fail("--type must be bf16, f16 or f32, got '" + elementType + "'");
-  if (headDim < 1 || poolSize < 1)
-    return fail("--head-dim and --kpool must be at least 1");
+  std::string typeEnum = "KPOOL_" + StringRef(elementType).upper();
   bool cuda = target == "cuda";
   if (!cuda && target != "cpu")
     return fail("--target must be cpu or cuda, got '" + target + "'");
+  kpool::CacheFormat format;
+  if (!parseName<kpool::CacheEntry>(cacheEntry, kpool::cacheEntryName,
+                                    format.entry))
+    return fail("--cache must be none, element or fp8, got '" + cacheEntry +
+                "'");
+  if (!parseName<kpool::CacheRotate>(cacheRotate, kpool::cacheRotateName,
+                                     format.rotate))
+    return fail("--rotate must be none or hadamard, got '" + cacheRotate +
+                "'");
+  if (!parseName<kpool::CacheScale>(cacheScale, kpool::cacheScaleName,
+                                    format.scale))
+    return fail("--scale must be absmax or pow2, got '" + cacheScale + "'");
+  // The runtime's one check of a configuration's values.
+  kpool::KernelConfig config;
+  config.elementType = type;
+  config.headDim = headDim;
+  config.kpool = poolSize;
+  config.target = cuda ? kpool::Target::CUDA : kpool::Target::CPU;
+  config.vectorSize = vectorSize;
+  config.cache = format;
+  if (kpool::Status s = kpool::validateConfig(config); !s.ok())
+    return fail(s.message());
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
@@ -342,16 +384,6 @@ int main(int argc, char **argv) {
   mlir::kpool::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
 
-  if (cacheEntry != "none" && cacheEntry != "element" && cacheEntry != "fp8")
-    return fail("--cache must be none, element or fp8, got '" + cacheEntry +
-                "'");
-  if (cacheRotate != "none" && cacheRotate != "hadamard")
-    return fail("--rotate must be none or hadamard, got '" + cacheRotate +
-                "'");
-  if (cacheScale != "absmax" && cacheScale != "pow2")
-    return fail("--scale must be absmax or pow2, got '" + cacheScale + "'");
-  if (cacheRotate == "hadamard" && (headDim & (headDim - 1)) != 0)
-    return fail("--rotate=hadamard needs a power-of-two --head-dim");
   std::string prefix = mlir::kpool::kernelPrefix(type, headDim, poolSize) +
                        mlir::kpool::cacheFormatPrefix(cacheFormat());
   if (cuda)
@@ -413,8 +445,13 @@ int main(int argc, char **argv) {
       cpuFeatures = f.getString();
     }
   }
+  // Module constructors (the CUDA target loads its GPU modules in them) go
+  // to .init_array: lld keeps a legacy .ctors section apart, where glibc
+  // never runs it.
+  TargetOptions targetOptions;
+  targetOptions.UseInitArray = true;
   std::unique_ptr<TargetMachine> machine(llvmTarget->createTargetMachine(
-      triple, cpu, cpuFeatures, TargetOptions(), Reloc::PIC_, std::nullopt,
+      triple, cpu, cpuFeatures, targetOptions, Reloc::PIC_, std::nullopt,
       CodeGenOptLevel::Aggressive));
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);

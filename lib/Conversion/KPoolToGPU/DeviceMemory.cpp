@@ -129,10 +129,64 @@ static bool hostOnly(Value buffer, SymbolTableCollection &symbols) {
   return true;
 }
 
+/// Whether a kernel reads `global` (through its views): a use inside a
+/// parallel loop or a launch, or by a kpool op or a launch_func.
+static bool readOnDevice(memref::GetGlobalOp global) {
+  SmallVector<Value> values = {global.getResult()};
+  while (!values.empty()) {
+    Value v = values.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (user->getParentOfType<scf::ParallelOp>() || onDevice(user) ||
+          isa_and_nonnull<KPoolDialect>(user->getDialect()) ||
+          isa<gpu::LaunchFuncOp>(user))
+        return true;
+      if (auto view = dyn_cast<ViewLikeOpInterface>(user);
+          view && view.getViewSource() == v)
+        values.push_back(view->getResult(0));
+    }
+  }
+  return false;
+}
+
 LogicalResult kpool::moveBuffersToDevice(func::FuncOp func,
                                          SymbolTableCollection &symbols) {
   if (!usesDeviceMemory(func))
     return success();
+  // A global is host memory (e.g. a constant tensor of the function,
+  // bufferized): a kernel cannot read it.
+  bool hostGlobal = false;
+  func.walk(
+      [&](memref::GetGlobalOp global) {
+        if (onDevice(global) || !readOnDevice(global))
+          return;
+        global.emitOpError()
+            << "is host memory that a GPU kernel would read; pass the values "
+               "to the function as an argument in device memory (or copy them "
+               "with gpu.memcpy into a device buffer)";
+        hostGlobal = true;
+      });
+  if (hostGlobal)
+    return failure();
+  // gpu-to-llvm lowers copies between row-major memrefs only (a memref.cast
+  // to a row-major type before a gpu.memcpy folds away).
+  bool stridedCopy = false;
+  func.walk(
+      [&](gpu::MemcpyOp copy) {
+        for (Value operand : {copy.getDst(), copy.getSrc()})
+          if (!isContiguous(cast<MemRefType>(operand.getType()))) {
+            copy.emitOpError()
+                << "copies a memref whose type is not row-major ("
+                << operand.getType()
+                << "), which gpu-to-llvm cannot lower; copy it into a "
+                   "row-major buffer first (e.g. bufferization.to_buffer to a "
+                   "row-major type, or memref.copy, which this pass makes a "
+                   "kernel)";
+            stridedCopy = true;
+            return;
+          }
+      });
+  if (stridedCopy)
+    return failure();
   SmallVector<Value> hostBuffers;
   SmallVector<Operation *> hostOps;
   func.walk([&](Operation *op) {

@@ -24,8 +24,7 @@ CacheStore::CacheStore(Emitter &e, const CacheDest &cacheDest)
 
 void CacheStore::addExtentChecks(ExtentChecks &checks) {
   if (dest.table)
-    checks.equal(dest.keys, 2, ::kpool::status::Operand::CacheKeys,
-                 ::kpool::status::Expectation::HeadDim, e.headDim);
+    checks.equal(dest.keys, 2, "cache_keys", e.headDim);
 }
 
 void CacheStore::withKeys(Value keys, function_ref<void()> fn) {

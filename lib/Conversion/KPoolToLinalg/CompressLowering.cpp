@@ -108,20 +108,16 @@ static void lowerRows(Emitter &e, const CompressOperands &o, int64_t tile) {
 
 void lowering::addCompressChecks(ExtentChecks &checks, Emitter &e,
                                  const CompressOperands &o,
-                                 ::kpool::status::Operand pooledName) {
-  using Operand = ::kpool::status::Operand;
-  using Expectation = ::kpool::status::Expectation;
+                                 const char *pooledName) {
   int64_t D = e.headDim;
-  checks.equal(o.k, 1, Operand::K, Expectation::HeadDim, D);
-  checks.equal(o.gate, 1, Operand::Gate, Expectation::HeadDim, D);
-  checks.sameAs(o.gate, 0, Operand::Gate, Expectation::TokenRows, o.k, 0);
-  checks.equal(o.ape, 0, Operand::Ape, Expectation::KPool, e.kpool);
-  checks.equal(o.ape, 1, Operand::Ape, Expectation::HeadDim, D);
-  checks.equal(o.pooled, 1, pooledName, Expectation::HeadDim, D);
-  checks.sameAs(o.iro, 0, Operand::InputRowOffsets, Expectation::BatchPlusOne,
-                o.cache, 0, 1);
-  checks.sameAs(o.pro, 0, Operand::PoolRowOffsets, Expectation::BatchPlusOne,
-                o.cache, 0, 1);
+  checks.equal(o.k, 1, "k", D);
+  checks.equal(o.gate, 1, "gate", D);
+  checks.sameAs(o.gate, 0, "gate", o.k, 0);
+  checks.equal(o.ape, 0, "ape", e.kpool);
+  checks.equal(o.ape, 1, "ape", D);
+  checks.equal(o.pooled, 1, pooledName, D);
+  checks.sameAs(o.iro, 0, "input_row_offsets", o.cache, 0, 1);
+  checks.sameAs(o.pro, 0, "pool_row_offsets", o.cache, 0, 1);
   e.cache.addExtentChecks(checks);
 }
 

@@ -4,6 +4,9 @@
 
 #include "Emitter.h"
 
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/StatusWord.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
@@ -11,22 +14,29 @@ using namespace mlir::kpool;
 using namespace mlir::kpool::lowering;
 namespace status = ::kpool::status;
 
-void ExtentChecks::equal(Value memref, int64_t dim, Operand operand,
-                         Expectation expectation, int64_t expected) {
-  checks.push_back({memref, dim, operand, expectation, expected, Value()});
+/// The Extent finding's word naming dimension `dim` of operand `operand`.
+static uint64_t extentWord(const char *operand, int64_t dim) {
+  int id = ::kpool::abi::operandId(operand);
+  assert(id >= 0 && "an operand the kernel table does not name");
+  assert(dim >= 0 && dim < 4 && "views have at most 4 dimensions");
+  return status::encodeExtent(uint64_t(id), unsigned(dim));
 }
 
-void ExtentChecks::atLeast(Value memref, int64_t dim, Operand operand,
-                           Expectation expectation, int64_t least) {
-  Check c{memref, dim, operand, expectation, least, Value()};
+void ExtentChecks::equal(Value memref, int64_t dim, const char *operand,
+                         int64_t expected) {
+  checks.push_back({memref, dim, extentWord(operand, dim), expected, Value()});
+}
+
+void ExtentChecks::atLeast(Value memref, int64_t dim, const char *operand,
+                           int64_t least) {
+  Check c{memref, dim, extentWord(operand, dim), least, Value()};
   c.atLeast = true;
   checks.push_back(c);
 }
 
-void ExtentChecks::sameAs(Value memref, int64_t dim, Operand operand,
-                          Expectation expectation, Value ref, int64_t refDim,
-                          int64_t delta) {
-  checks.push_back({memref, dim, operand, expectation, ShapedType::kDynamic,
+void ExtentChecks::sameAs(Value memref, int64_t dim, const char *operand,
+                          Value ref, int64_t refDim, int64_t delta) {
+  checks.push_back({memref, dim, extentWord(operand, dim), ShapedType::kDynamic,
                     ref, refDim, delta});
 }
 
@@ -71,30 +81,16 @@ void ExtentChecks::recordFirstFailure() {
   Location loc = e.loc;
   e.status.guard([&] {
     // The word of each check that fails; the first in the list wins.
-    SmallVector<std::pair<Value, Value>> words;
+    SmallVector<std::pair<Value, uint64_t>> words;
     for (const Check &c : checks) {
       if (!isDynamic(c))
         continue;
-      Value actual = e.dim(c.memref, c.dim);
-      Value expected = expectedOf(c);
-      auto saturated = [&](Value extent, int shift) -> Value {
-        Value v = arith::MinUIOp::create(b, loc, e.toI64(extent),
-                                         e.i64(status::kExtentMax));
-        return arith::ShLIOp::create(b, loc, v, e.i64(shift));
-      };
-      status::ExtentFinding fixed{c.operand, uint8_t(c.dim), c.expectation, 0,
-                                  0};
-      Value word = arith::OrIOp::create(
-          b, loc,
-          arith::OrIOp::create(b, loc,
-                               e.i64(int64_t(status::encodeExtent(fixed))),
-                               saturated(actual, status::kExtentActualShift)),
-          saturated(expected, status::kExtentExpectedShift));
-      words.push_back({fails(c, actual, expected), word});
+      words.push_back(
+          {fails(c, e.dim(c.memref, c.dim), expectedOf(c)), c.word});
     }
     Value code = e.i64(0);
     for (auto [fail, word] : llvm::reverse(words))
-      code = arith::SelectOp::create(b, loc, fail, word, code);
+      code = arith::SelectOp::create(b, loc, fail, e.i64(int64_t(word)), code);
     e.status.recordCode(code);
   });
 }

@@ -4,17 +4,17 @@
 // another operand (keys 8 wide under head_dim(4), offsets not one longer
 // than cache_lengths, a ring window below kpool) is bad input
 // (docs/semantics.md, "Bad input"): the op writes nothing but its outputs'
-// defined "nothing" values and records an Extent finding naming the operand
-// and dimension (kpool/Dialect/KPool/IR/StatusWord.h). Each op lists its
-// checks in the order host validation makes them, so that both report the
-// same first contradiction in the same words.
+// defined "nothing" values and records the Extent finding, naming the
+// operand (its id in the kernel table, kpool::abi::operandId) and the
+// dimension (kpool/ABI/StatusWord.h). Each op lists its checks in the order
+// host validation makes them, so that both report the same first
+// contradiction.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KPOOL_LIB_CONVERSION_KPOOLTOLINALG_EXTENTCHECKS_H
 #define KPOOL_LIB_CONVERSION_KPOOLTOLINALG_EXTENTCHECKS_H
 
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -25,23 +25,18 @@ class Emitter;
 /// The extents one op checks at run time, in order.
 class ExtentChecks {
 public:
-  using Operand = ::kpool::status::Operand;
-  using Expectation = ::kpool::status::Expectation;
-
   explicit ExtentChecks(Emitter &e) : e(e) {}
 
-  /// Dimension `dim` of `memref` is `expected` (an attribute of the op or a
-  /// static extent).
-  void equal(Value memref, int64_t dim, Operand operand,
-             Expectation expectation, int64_t expected);
+  /// Dimension `dim` of `memref`, the operand named `operand` in the kernel
+  /// table (kpool/ABI/KernelABI.def), is `expected` (an attribute of the op
+  /// or a static extent).
+  void equal(Value memref, int64_t dim, const char *operand, int64_t expected);
   /// Dimension `dim` of `memref` is at least `least` (the ring window).
-  void atLeast(Value memref, int64_t dim, Operand operand,
-               Expectation expectation, int64_t least);
+  void atLeast(Value memref, int64_t dim, const char *operand, int64_t least);
   /// Dimension `dim` of `memref` is dimension `refDim` of `ref` plus
   /// `delta`.
-  void sameAs(Value memref, int64_t dim, Operand operand,
-              Expectation expectation, Value ref, int64_t refDim,
-              int64_t delta = 0);
+  void sameAs(Value memref, int64_t dim, const char *operand, Value ref,
+              int64_t refDim, int64_t delta = 0);
 
   /// i1 that holds when every check holds, or null when none can fail at
   /// run time (every extent involved is static: the verifier checked it).
@@ -70,8 +65,8 @@ private:
   struct Check {
     Value memref;
     int64_t dim;
-    Operand operand;
-    Expectation expectation;
+    /// The Extent finding's word for this check (operand and dimension).
+    uint64_t word;
     /// The expected extent when static, else ShapedType::kDynamic.
     int64_t expected;
     /// Else dimension `refDim` of `ref` plus `delta`.

@@ -32,8 +32,7 @@ struct CompressOperands {
 /// `pooledName`.
 void addCompressChecks(ExtentChecks &checks, Emitter &e,
                        const CompressOperands &o,
-                       ::kpool::status::Operand pooledName =
-                           ::kpool::status::Operand::Pooled);
+                       const char *pooledName = "pooled");
 
 /// `o` with the operands that `checks` refines (ExtentChecks::refined).
 CompressOperands refined(ExtentChecks &checks, const CompressOperands &o);
@@ -111,8 +110,7 @@ void addRingChecks(ExtentChecks &checks, Emitter &e, const RingOperands &o);
 /// Adds the checks of ring_close's own operands: ape's [kpool, head_dim],
 /// then its outputs' [batch, head_dim] (named `rowsName`) and [batch].
 void addRingCloseOutputChecks(ExtentChecks &checks, Emitter &e,
-                              const RingOperands &o,
-                              ::kpool::status::Operand rowsName);
+                              const RingOperands &o, const char *rowsName);
 
 /// `o` with the operands that `checks` refines (ExtentChecks::refined).
 RingOperands refined(ExtentChecks &checks, const RingOperands &o);

@@ -13,15 +13,10 @@ using namespace mlir;
 using namespace mlir::kpool;
 using namespace mlir::kpool::lowering;
 
-void lowering::lowerPoolOffsets(Emitter &e, Value iro, Value cache,
-                                Value out) {
-  using Operand = ::kpool::status::Operand;
-  using Expectation = ::kpool::status::Expectation;
+void lowering::lowerPoolOffsets(Emitter &e, Value iro, Value cache, Value out) {
   ExtentChecks checks(e);
-  checks.sameAs(iro, 0, Operand::InputRowOffsets, Expectation::BatchPlusOne,
-                cache, 0, 1);
-  checks.sameAs(out, 0, Operand::PoolRowOffsets, Expectation::BatchPlusOne,
-                cache, 0, 1);
+  checks.sameAs(iro, 0, "input_row_offsets", cache, 0, 1);
+  checks.sameAs(out, 0, "pool_row_offsets", cache, 0, 1);
   Value length;
   checks.guard(
       [&] {

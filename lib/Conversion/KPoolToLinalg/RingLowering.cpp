@@ -35,32 +35,26 @@ static Value ringWindow(Emitter &e, Value tail) {
 
 void lowering::addRingChecks(ExtentChecks &checks, Emitter &e,
                              const RingOperands &o) {
-  using Operand = ::kpool::status::Operand;
-  using Expectation = ::kpool::status::Expectation;
   int64_t D = e.headDim;
-  checks.equal(o.tail, 1, Operand::Tail, Expectation::KeysAndGates, 2);
-  checks.equal(o.tail, 3, Operand::Tail, Expectation::HeadDim, D);
-  checks.atLeast(o.tail, 2, Operand::Tail, Expectation::RingWindow, e.kpool);
-  checks.equal(o.k, 1, Operand::K, Expectation::HeadDim, D);
-  checks.equal(o.gate, 1, Operand::Gate, Expectation::HeadDim, D);
-  checks.sameAs(o.gate, 0, Operand::Gate, Expectation::TokenRows, o.k, 0);
-  checks.sameAs(o.iro, 0, Operand::InputRowOffsets, Expectation::BatchPlusOne,
-                o.cache, 0, 1);
-  checks.sameAs(o.slots, 0, Operand::SlotIdx, Expectation::Batch, o.cache, 0);
+  checks.equal(o.tail, 1, "tail", 2);
+  checks.equal(o.tail, 3, "tail", D);
+  checks.atLeast(o.tail, 2, "tail", e.kpool);
+  checks.equal(o.k, 1, "k", D);
+  checks.equal(o.gate, 1, "gate", D);
+  checks.sameAs(o.gate, 0, "gate", o.k, 0);
+  checks.sameAs(o.iro, 0, "input_row_offsets", o.cache, 0, 1);
+  checks.sameAs(o.slots, 0, "slot_idx", o.cache, 0);
 }
 
 void lowering::addRingCloseOutputChecks(ExtentChecks &checks, Emitter &e,
                                         const RingOperands &o,
-                                        ::kpool::status::Operand rowsName) {
-  using Operand = ::kpool::status::Operand;
-  using Expectation = ::kpool::status::Expectation;
+                                        const char *rowsName) {
   int64_t D = e.headDim;
-  checks.equal(o.ape, 0, Operand::Ape, Expectation::KPool, e.kpool);
-  checks.equal(o.ape, 1, Operand::Ape, Expectation::HeadDim, D);
-  checks.sameAs(o.pooled, 0, rowsName, Expectation::Batch, o.cache, 0);
-  checks.equal(o.pooled, 1, rowsName, Expectation::HeadDim, D);
-  checks.sameAs(o.closed, 0, Operand::ClosedPool, Expectation::Batch, o.cache,
-                0);
+  checks.equal(o.ape, 0, "ape", e.kpool);
+  checks.equal(o.ape, 1, "ape", D);
+  checks.sameAs(o.pooled, 0, rowsName, o.cache, 0);
+  checks.equal(o.pooled, 1, rowsName, D);
+  checks.sameAs(o.closed, 0, "closed_pool", o.cache, 0);
 }
 
 RingOperands lowering::refined(ExtentChecks &checks, const RingOperands &o) {
@@ -258,7 +252,7 @@ void lowering::lowerRingClose(Emitter &e, const RingOperands &o,
                               Value numRequests) {
   ExtentChecks checks(e);
   addRingChecks(checks, e, o);
-  addRingCloseOutputChecks(checks, e, o, ::kpool::status::Operand::Pooled);
+  addRingCloseOutputChecks(checks, e, o, "pooled");
   e.cache.addExtentChecks(checks);
   // The extents contradict the op: nothing is computed, but what the
   // contract defines for every row is still written.

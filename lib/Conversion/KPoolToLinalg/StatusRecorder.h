@@ -1,7 +1,7 @@
 //===- StatusRecorder.h - emitting the status word's findings ---*- C++ -*-===//
 //
 // The IR that records a guard's finding in an op's status word
-// (kpool/Dialect/KPool/IR/StatusWord.h): one `memref.generic_atomic_rmw`
+// (kpool/ABI/StatusWord.h): one `memref.generic_atomic_rmw`
 // that keeps the word's smallest nonzero code, so the word a call leaves does
 // not depend on the order its threads ran in.
 //
@@ -10,7 +10,7 @@
 #ifndef KPOOL_LIB_CONVERSION_KPOOLTOLINALG_STATUSRECORDER_H
 #define KPOOL_LIB_CONVERSION_KPOOLTOLINALG_STATUSRECORDER_H
 
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
+#include "kpool/ABI/StatusWord.h"
 #include "mlir/IR/Value.h"
 
 #include <utility>

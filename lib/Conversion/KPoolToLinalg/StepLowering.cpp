@@ -232,8 +232,6 @@ static void lowerItems(Emitter &e, const RingOperands &o, Value pro,
 
 void lowering::lowerStep(Emitter &e, const StepOperands &o, Value numRequests,
                          bool scan, int64_t tile) {
-  using Operand = ::kpool::status::Operand;
-  using Expectation = ::kpool::status::Expectation;
   const RingOperands &ring = o.ring;
   // The checks of the four ops, in host validation's order: seed_tail's,
   // ring_close's outputs (`closed`, `closed_pool`), the offsets and
@@ -242,10 +240,9 @@ void lowering::lowerStep(Emitter &e, const StepOperands &o, Value numRequests,
   // -1 and zero rows, and zero offsets.
   ExtentChecks checks(e);
   addRingChecks(checks, e, ring);
-  addRingCloseOutputChecks(checks, e, ring, Operand::Closed);
-  checks.sameAs(o.pro, 0, Operand::PoolRowOffsets, Expectation::BatchPlusOne,
-                ring.cache, 0, 1);
-  checks.equal(o.pooled, 1, Operand::Pooled, Expectation::HeadDim, e.headDim);
+  addRingCloseOutputChecks(checks, e, ring, "closed");
+  checks.sameAs(o.pro, 0, "pool_row_offsets", ring.cache, 0, 1);
+  checks.equal(o.pooled, 1, "pooled", e.headDim);
   e.cache.addExtentChecks(checks);
   std::optional<RingCloseNothing> nothing;
   Value offsets;

@@ -1,6 +1,6 @@
 //===- StatusWord.cpp - decoding the kernels' status word -----------------===//
 //
-// The host side of the status word (kpool/Dialect/KPool/IR/StatusWord.h):
+// The host side of the status word (kpool/ABI/StatusWord.h):
 // the message a word's finding stands for, in the words host validation
 // uses for the same mistake.
 //
@@ -8,7 +8,8 @@
 
 #include "kpool/Runtime/KernelSet.h"
 
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/StatusWord.h"
 
 #include <cstdio>
 
@@ -41,19 +42,20 @@ Status kpool::statusWordError(uint64_t word) {
                          " holds no finding the kernels record (finding " +
                          std::to_string(finding) + ")");
   if (finding == uint8_t(status::Finding::Extent)) {
-    status::ExtentFinding f = status::decodeExtent(word);
-    const char *operand = status::operandName(uint8_t(f.operand));
-    if (!operand || !status::expectationWords(uint8_t(f.expectation)))
-      return Status::error(std::string("the status word ") + hex +
-                           " holds an extent finding the kernels do not "
-                           "record (operand " +
-                           std::to_string(unsigned(f.operand)) +
-                           ", expectation " +
-                           std::to_string(unsigned(f.expectation)) + ")");
-    return Status::error(status::extentMessage(operand, f.dim, f.actual,
-                                               f.expected, f.expectation,
-                                               /*saturated=*/true) +
-                         " (found by the kernels; status word " + hex + ")");
+    uint64_t id = status::extentOperandOf(word);
+    unsigned dim = status::extentDimOf(word);
+    const char *operand = abi::operandName(int64_t(id));
+    std::string name = operand ? "'" + std::string(operand) + "'"
+                               : "operand " + std::to_string(id);
+    std::string what =
+        dim == status::kExtentRank ? name + " has the wrong rank (or is null)"
+        : dim == status::kExtentData
+            ? name + " has elements but no data pointer"
+            : name + " dimension " + std::to_string(dim) +
+                  " contradicts the op (the other operands' extents) or the "
+                  "kernels' configuration (head_dim, kpool)";
+    return Status::error(what + " (found by the kernels; status word " + hex +
+                         ")");
   }
   std::string where =
       finding == uint8_t(status::Finding::NumRequests)

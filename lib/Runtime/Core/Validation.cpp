@@ -2,8 +2,6 @@
 
 #include "Validation.h"
 
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
-
 #include <algorithm>
 #include <cassert>
 #include <sstream>
@@ -11,28 +9,23 @@
 using namespace kpool;
 using namespace kpool::detail;
 
-namespace status = kpool::status;
-
-/// What an expected extent described by `words` (one dimension's part of a
-/// shape check's description: "head_dim", "batch + 1", ...) stands for, as
-/// the kernels' Extent finding names it; false for words that name no
-/// extent the kernels check.
-static bool expectationOf(const std::string &words,
-                          status::Expectation &expectation) {
-  static const std::pair<const char *, status::Expectation> known[] = {
-      {"head_dim", status::Expectation::HeadDim},
-      {"kpool", status::Expectation::KPool},
-      {"2", status::Expectation::KeysAndGates},
-      {"batch", status::Expectation::Batch},
-      {"one per request", status::Expectation::Batch},
-      {"batch + 1", status::Expectation::BatchPlusOne},
-      {"one more than cache_lengths", status::Expectation::BatchPlusOne}};
-  for (auto &[text, e] : known)
-    if (words == text) {
-      expectation = e;
-      return true;
-    }
-  return false;
+/// The words of an expected extent that the kernels check too (their Extent
+/// finding, kpool/ABI/StatusWord.h), from the part of a shape check's
+/// description for that dimension ("head_dim", "batch + 1", ...); null for
+/// words that name no such extent.
+static const char *extentWords(const std::string &words) {
+  static const std::pair<const char *, const char *> known[] = {
+      {"head_dim", "head_dim"},
+      {"kpool", "kpool"},
+      {"2", "keys and gates"},
+      {"batch", "one per request"},
+      {"one per request", "one per request"},
+      {"batch + 1", "one more than cache_lengths"},
+      {"one more than cache_lengths", "one more than cache_lengths"}};
+  for (auto &[text, said] : known)
+    if (words == text)
+      return said;
+  return nullptr;
 }
 
 /// Part `index` of `what` split at " x " ("tokens x head_dim", 1:
@@ -51,6 +44,18 @@ static std::string dimensionWords(const char *what, int64_t index) {
                                                      : end - begin);
 }
 
+/// A run-time extent that contradicts the op, named as the kernels' Extent
+/// finding names it ("'k' dimension 1", kpool::statusWordError), with the
+/// values: "'k' dimension 1 is 8, expected 4 (head_dim)".
+static std::string extentMessage(const char *operand, int64_t dim,
+                                 int64_t actual, int64_t expected,
+                                 const char *words, bool atLeast = false) {
+  return "'" + std::string(operand) + "' dimension " + std::to_string(dim) +
+         " is " + std::to_string(actual) + ", expected " +
+         (atLeast ? "at least " : "") + std::to_string(expected) + " (" +
+         words + ")";
+}
+
 static std::string formatShape(const int64_t *sizes, int64_t rank) {
   std::ostringstream os;
   os << "[";
@@ -61,16 +66,14 @@ static std::string formatShape(const int64_t *sizes, int64_t rank) {
 }
 
 Status Validator::shapeError(const char *name, const View &view,
-                             std::initializer_list<int64_t> expected,
+                             const int64_t *expected, size_t expectedRank,
                              const char *what) {
-  int64_t rank = static_cast<int64_t>(expected.size());
+  int64_t rank = static_cast<int64_t>(expectedRank);
   bool ok = view.rank == rank;
-  int64_t elements = 1, i = 0;
+  int64_t elements = 1;
   bool overflow = false;
-  for (int64_t e : expected) {
-    if (!ok)
-      break;
-    int64_t size = view.sizes[i++];
+  for (int64_t i = 0; ok && i < rank; ++i) {
+    int64_t e = expected[i], size = view.sizes[i];
     ok = size >= 0 && (e < 0 || size == e);
     if (ok)
       overflow |= __builtin_mul_overflow(elements, size, &elements);
@@ -89,30 +92,50 @@ Status Validator::shapeError(const char *name, const View &view,
   // Only a failure pays for the message. A wrong extent the kernels also
   // check gets their Extent finding's words.
   if (view.rank == rank) {
-    int64_t i = 0;
-    for (int64_t e : expected) {
-      int64_t size = view.sizes[i];
-      status::Expectation expectation;
+    for (int64_t i = 0; i < rank; ++i) {
+      int64_t e = expected[i], size = view.sizes[i];
+      const char *words = nullptr;
       if (e >= 0 && size >= 0 && size != e &&
-          expectationOf(dimensionWords(what, i), expectation))
-        return error(status::extentMessage(name, unsigned(i), uint64_t(size),
-                                           uint64_t(e), expectation));
-      if (e >= 0 && size != e)
+          (words = extentWords(dimensionWords(what, i))))
+        return error(extentMessage(name, i, size, e, words));
+      if (size < 0 || (e >= 0 && size != e))
         break;
-      ++i;
     }
   }
   std::ostringstream os;
   os << "'" << name << "' must have shape [";
-  i = 0;
-  for (int64_t e : expected)
-    os << (i++ ? ", " : "") << (e < 0 ? std::string("?") : std::to_string(e));
+  for (int64_t i = 0; i < rank; ++i)
+    os << (i ? ", " : "")
+       << (expected[i] < 0 ? std::string("?") : std::to_string(expected[i]));
   os << "] (" << what << "), got ";
   if (view.rank != rank)
     os << "rank " << view.rank;
   else
     os << formatShape(view.sizes, rank);
   return error(os.str());
+}
+
+Status Validator::tableShape(const char *name, const View &view,
+                             const char *shape) {
+  int64_t expected[KPOOL_MAX_RANK];
+  size_t rank = 0;
+  for (const char *c = shape; *c && rank < KPOOL_MAX_RANK; ++rank) {
+    if (*c == '?')
+      expected[rank] = -1, ++c;
+    else if (*c == 'D')
+      expected[rank] = geometry.headDim, ++c;
+    else if (*c == 'K')
+      expected[rank] = geometry.kpool, ++c;
+    else
+      for (expected[rank] = 0; *c >= '0' && *c <= '9'; ++c)
+        expected[rank] = expected[rank] * 10 + (*c - '0');
+    if (*c == 'x')
+      ++c;
+  }
+  if (shapeMatches(view, expected, rank))
+    return Status();
+  std::string what = std::string(shape) + " in the kernel ABI";
+  return shapeError(name, view, expected, rank, what.c_str());
 }
 
 Status Validator::batch(const char *name, const View &view, int64_t &batch) {
@@ -132,9 +155,9 @@ Status Validator::sameExtent(const char *nameA, const View &a,
     return Status();
   // The kernels check gate's rows against k's (the only pair there is).
   if (dim == 0 && b.sizes[dim] >= 0 && a.sizes[dim] >= 0)
-    return error(status::extentMessage(nameB, 0, uint64_t(b.sizes[dim]),
-                                       uint64_t(a.sizes[dim]),
-                                       status::Expectation::TokenRows));
+    return error(extentMessage(nameB, 0, b.sizes[dim], a.sizes[dim],
+                               ("the rows of '" + std::string(nameA) + "'")
+                                   .c_str()));
   return error("'" + std::string(nameB) + "' has " +
                std::to_string(b.sizes[dim]) + " rows, '" + nameA + "' has " +
                std::to_string(a.sizes[dim]));
@@ -143,9 +166,8 @@ Status Validator::sameExtent(const char *nameA, const View &a,
 Status Validator::ringWindow(const View &tail) {
   if (tail.sizes[2] >= geometry.kpool)
     return Status();
-  return error(status::extentMessage(
-      "tail", 2, uint64_t(std::max<int64_t>(tail.sizes[2], 0)),
-      uint64_t(geometry.kpool), status::Expectation::RingWindow));
+  return error(extentMessage("tail", 2, tail.sizes[2], geometry.kpool,
+                             "kpool", /*atLeast=*/true));
 }
 
 Status Validator::length(const char *name, const View &view, int64_t length,
@@ -155,11 +177,9 @@ Status Validator::length(const char *name, const View &view, int64_t length,
       return error("'" + std::string(name) + "' has no data pointer");
     return Status();
   }
-  status::Expectation expectation;
-  if (view.rank == 1 && view.sizes[0] >= 0 &&
-      expectationOf(what, expectation))
-    return error(status::extentMessage(name, 0, uint64_t(view.sizes[0]),
-                                       uint64_t(length), expectation));
+  if (const char *words = extentWords(what);
+      words && view.rank == 1 && view.sizes[0] >= 0)
+    return error(extentMessage(name, 0, view.sizes[0], length, words));
   return error("'" + std::string(name) + "' must have " +
                std::to_string(length) + " entries (" + what + "), got " +
                (view.rank == 1 ? formatShape(view.sizes, 1)
@@ -232,6 +252,11 @@ Status Validator::requests(const RequestChecks &c) {
     stamps.begin(c.slotRequests);
   const uint64_t K = static_cast<uint64_t>(geometry.kpool);
   uint64_t total = 0;
+  // Without pool_row_offsets (the fused step): the first request whose
+  // pools reach past the rows of 'pooled', and the pools up to it (the
+  // request the kernels' PooledCapacity finding names).
+  int64_t pastCapacity = -1;
+  uint64_t throughPast = 0;
   // The first request whose slot an earlier request holds. Reported last,
   // after every other finding: it is the one finding no kernel guard sees
   // (the status word cannot report it), so any other fault of the call is
@@ -267,8 +292,13 @@ Status Validator::requests(const RequestChecks &c) {
       continue;
     uint64_t count = completedPools(c.cache[b], hi - lo, K);
     total += count;
-    if (!c.pro)
+    if (!c.pro) {
+      if (pastCapacity < 0 && total > uint64_t(c.pooledRows)) {
+        pastCapacity = b;
+        throughPast = total;
+      }
       continue;
+    }
     int64_t got = int64_t(c.pro[b + 1]) - int64_t(c.pro[b]);
     if (got != int64_t(count))
       return error("request " + std::to_string(b) + ": pool_row_offsets[" +
@@ -286,10 +316,13 @@ Status Validator::requests(const RequestChecks &c) {
       return error("pool_row_offsets[" + std::to_string(B) +
                    "] = " + std::to_string(c.pro[B]) + " is past the " +
                    std::to_string(c.pooledRows) + " rows of 'pooled'");
-  } else if (c.cache && total > uint64_t(c.pooledRows)) {
-    return error("the call completes " + std::to_string(total) +
-                 " pool(s), past the " + std::to_string(c.pooledRows) +
-                 " rows of 'pooled'");
+  } else if (c.cache && pastCapacity >= 0) {
+    return error("request " + std::to_string(pastCapacity) +
+                 ": its pools reach past the " + std::to_string(c.pooledRows) +
+                 " rows of 'pooled' (requests 0.." +
+                 std::to_string(pastCapacity) + " complete " +
+                 std::to_string(throughPast) + " pool(s), the call completes " +
+                 std::to_string(total) + ")");
   }
   if (duplicate >= 0) {
     uint32_t slot = c.slots[duplicate];

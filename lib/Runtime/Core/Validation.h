@@ -13,10 +13,18 @@
 #ifndef KPOOL_LIB_RUNTIME_VALIDATION_H
 #define KPOOL_LIB_RUNTIME_VALIDATION_H
 
+#include "kpool/ABI/View.h"
 #include "kpool/Runtime/Status.h"
-#include "kpool/Runtime/View.h"
 
 #include <vector>
+
+/// Returns the Status `expr` when it is an error.
+#define KPOOL_TRY(expr)                                                        \
+  do {                                                                         \
+    Status s_ = (expr);                                                        \
+    if (!s_.ok())                                                              \
+      return s_;                                                               \
+  } while (false)
 
 namespace kpool::detail {
 
@@ -63,7 +71,9 @@ struct RequestChecks {
   int64_t maxSlots = 0;
   /// With `cache` (the rows of every request then checked): each request's
   /// pools are counted; with `pro`, its range there must be that count and
-  /// pro[rowRequests] at most `pooledRows`; without, the total must be.
+  /// pro[rowRequests] at most `pooledRows`; without (the fused step), the
+  /// pools of requests 0..b must fit it for every b (the first request past
+  /// it is named, as the kernels' PooledCapacity finding).
   Metadata cache;
   Metadata pro;
   int64_t pooledRows = 0;
@@ -83,10 +93,13 @@ public:
   /// a call checks a dozen shapes, and only a failure leaves the header.
   Status shape(const char *name, const View &view,
                std::initializer_list<int64_t> expected, const char *what) {
-    if (shapeMatches(view, expected))
+    if (shapeMatches(view, expected.begin(), expected.size()))
       return Status();
-    return shapeError(name, view, expected, what);
+    return shapeError(name, view, expected.begin(), expected.size(), what);
   }
+  /// The shape a kernel ABI shape string gives (e.g. "?xD": '?' any extent,
+  /// 'D' head_dim, 'K' kpool, or a number; see KernelABI.def).
+  Status tableShape(const char *name, const View &view, const char *shape);
   /// A 1-D per-request operand (cache_lengths): its length is the batch
   /// size, below 2^31. Sets `batch`.
   Status batch(const char *name, const View &view, int64_t &batch);
@@ -130,13 +143,13 @@ private:
   /// What shape() accepts: the rank and extents, at most 2^60 elements (a
   /// view's element offsets and byte sizes are 64-bit), and a data pointer
   /// when there are elements.
-  static bool shapeMatches(const View &view,
-                           std::initializer_list<int64_t> expected) {
-    if (view.rank != static_cast<int64_t>(expected.size()))
+  static bool shapeMatches(const View &view, const int64_t *expected,
+                           size_t rank) {
+    if (view.rank != static_cast<int64_t>(rank))
       return false;
-    int64_t elements = 1, i = 0;
-    for (int64_t e : expected) {
-      int64_t size = view.sizes[i++];
+    int64_t elements = 1;
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t e = expected[i], size = view.sizes[i];
       if (size < 0 || (e >= 0 && size != e) ||
           __builtin_mul_overflow(elements, size, &elements))
         return false;
@@ -145,7 +158,7 @@ private:
   }
   /// The error shape() returns when shapeMatches() fails.
   Status shapeError(const char *name, const View &view,
-                    std::initializer_list<int64_t> expected, const char *what);
+                    const int64_t *expected, size_t rank, const char *what);
 
   const char *op;
   Geometry geometry;

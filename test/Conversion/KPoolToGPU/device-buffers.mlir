@@ -108,3 +108,36 @@ func.func @host_read(%iro: memref<?xi32>, %cache: memref<?xi32>,
   %v = memref.load %t[%c0] : memref<4xf32>
   return %v : f32
 }
+
+// -----
+
+// A global is host memory: a kernel may not read it (a constant tensor of
+// a graph bufferizes to one).
+memref.global "private" constant @table : memref<4xf32> = dense<1.0>
+func.func @constant(%out: memref<4xf32>, %iro: memref<?xi32>,
+                    %cache: memref<?xi32>, %pro: memref<?xi32>) {
+  // expected-error @below {{'memref.get_global' op is host memory that a GPU kernel would read; pass the values to the function as an argument in device memory}}
+  %g = memref.get_global @table : memref<4xf32>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    %v = memref.load %g[%i] : memref<4xf32>
+    memref.store %v, %out[%i] : memref<4xf32>
+  }
+  kpool.pool_offsets kpool(2) ins(%iro, %cache : memref<?xi32>, memref<?xi32>)
+      outs(%pro : memref<?xi32>)
+  return
+}
+
+// -----
+
+// gpu-to-llvm copies row-major memrefs only: a strided gpu.memcpy next to
+// kernels is an error here, not a failed translation later.
+func.func @strided_memcpy(%d: memref<?xf32, strided<[?], offset: ?>>,
+                          %h: memref<4xf32>) {
+  %c = memref.cast %h : memref<4xf32> to memref<?xf32>
+  // expected-error @below {{'gpu.memcpy' op copies a memref whose type is not row-major ('memref<?xf32, strided<[?], offset: ?>>'), which gpu-to-llvm cannot lower}}
+  gpu.memcpy %c, %d : memref<?xf32>, memref<?xf32, strided<[?], offset: ?>>
+  return
+}

@@ -1,4 +1,4 @@
-// The CPU driver of mixed-graph.mlir (test/Integration/CPU/mixed-graph.test):
+// The CPU driver of examples/mixed_graph.mlir (test/Integration/CPU/mixed-graph.test):
 // two requests of three tokens; request 0 has one token cached, held in
 // ring slot 1 (its key and gate, from a token x0, as the graph's producers
 // make them), so ring_close closes its pool 0; request 1 is new. It prints

@@ -25,6 +25,13 @@ def KPool_KernelOpTrait : NativeOpTrait<"KernelOpTrait"> {
   let cppNamespace = "::mlir::kpool";
 }
 
+/// The ops' assembly uses three custom directives (KPoolOps.cpp), so that a
+/// parse error names what is missing: `custom<IntegerClause>` is
+/// `keyword(<integer>)`, `custom<ValueClause>` is `keyword(%value)` and
+/// `custom<OperandGroup>` is `ins(...)`/`outs(...)`, `keyword(%a, %b : type,
+/// type)`, given the operands' names in order for its messages, e.g.
+/// "expected 6 operands in 'ins' (k, gate, ...), got 5".
+///
 /// A kernel op: destination style, its `outs` the operand `firstInit` (the
 /// accessor's name, e.g. "Pooled") and every operand after it (the optional
 /// pool-cache outputs and status word included).
@@ -98,7 +105,7 @@ defvar KPool_CacheDescription = [{
 
 /// The optional device status word of every op: a 1-D i64/ui64 operand
 /// (the last of the `outs`) where the kernels record the first
-/// bad-metadata finding (kpool/Dialect/KPool/IR/StatusWord.h).
+/// bad-metadata finding (kpool/ABI/StatusWord.h).
 defvar KPool_StatusArg = (ins Optional<KPool_TensorOrMemRef>:$status);
 
 /// Assembly of the status word, last before the attributes.
@@ -170,13 +177,14 @@ def KPool_CompressOp : KPool_Op<"compress", "Pooled", [AttrSizedOperandSegments]
       KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
-    `ins` `(` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
-              $pool_row_offsets `,` $cache_lengths
-          `:` type($k) `,` type($gate) `,` type($ape) `,`
-              type($input_row_offsets) `,` type($pool_row_offsets) `,`
-              type($cache_lengths) `)`
-    `outs` `(` $pooled `:` type($pooled) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<IntegerClause>("\"head_dim\"", "\"channels per key\"", $head_dim)
+    custom<OperandGroup>("\"ins\"",
+        "\"k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths\"",
+        $k, $gate, $ape, $input_row_offsets, $pool_row_offsets, $cache_lengths,
+        type($k), type($gate), type($ape), type($input_row_offsets),
+        type($pool_row_offsets), type($cache_lengths))
+    custom<OperandGroup>("\"outs\"", "\"pooled\"", $pooled, type($pooled))
   }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
@@ -240,13 +248,16 @@ def KPool_SeedTailOp : KPool_Op<"seed_tail", "Tail"> {
       KPool_TensorOrMemRef:$tail), KPool_StatusArg);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
-    `ins` `(` $k `,` $gate `,` $input_row_offsets `,` $cache_lengths `,`
-              $slot_idx
-          `:` type($k) `,` type($gate) `,` type($input_row_offsets) `,`
-              type($cache_lengths) `,` type($slot_idx) `)`
-    `num_requests` `(` $num_requests `)`
-    `outs` `(` $tail `:` type($tail) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<IntegerClause>("\"head_dim\"", "\"channels per key\"", $head_dim)
+    custom<OperandGroup>("\"ins\"",
+        "\"k, gate, input_row_offsets, cache_lengths, slot_idx\"",
+        $k, $gate, $input_row_offsets, $cache_lengths, $slot_idx,
+        type($k), type($gate), type($input_row_offsets), type($cache_lengths),
+        type($slot_idx))
+    custom<ValueClause>("\"num_requests\"", "\"live requests, i32\"",
+                        $num_requests)
+    custom<OperandGroup>("\"outs\"", "\"tail\"", $tail, type($tail))
   }], KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
@@ -320,15 +331,17 @@ def KPool_RingCloseOp : KPool_Op<"ring_close", "Pooled", [AttrSizedOperandSegmen
       KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
-    `ins` `(` $tail `,` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
-              $cache_lengths `,` $slot_idx
-          `:` type($tail) `,` type($k) `,` type($gate) `,` type($ape) `,`
-              type($input_row_offsets) `,` type($cache_lengths) `,`
-              type($slot_idx) `)`
-    `num_requests` `(` $num_requests `)`
-    `outs` `(` $pooled `,` $closed_pool `:` type($pooled) `,`
-               type($closed_pool) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<IntegerClause>("\"head_dim\"", "\"channels per key\"", $head_dim)
+    custom<OperandGroup>("\"ins\"",
+        "\"tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx\"",
+        $tail, $k, $gate, $ape, $input_row_offsets, $cache_lengths, $slot_idx,
+        type($tail), type($k), type($gate), type($ape),
+        type($input_row_offsets), type($cache_lengths), type($slot_idx))
+    custom<ValueClause>("\"num_requests\"", "\"live requests, i32\"",
+                        $num_requests)
+    custom<OperandGroup>("\"outs\"", "\"pooled, closed_pool\"",
+        $pooled, $closed_pool, type($pooled), type($closed_pool))
   }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
@@ -377,10 +390,12 @@ def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets", "PoolRowOffsets"> {
       Optional<KPool_TensorOrMemRef>:$status);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)`
-    `ins` `(` $input_row_offsets `,` $cache_lengths
-          `:` type($input_row_offsets) `,` type($cache_lengths) `)`
-    `outs` `(` $pool_row_offsets `:` type($pool_row_offsets) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<OperandGroup>("\"ins\"", "\"input_row_offsets, cache_lengths\"",
+        $input_row_offsets, $cache_lengths,
+        type($input_row_offsets), type($cache_lengths))
+    custom<OperandGroup>("\"outs\"", "\"pool_row_offsets\"", $pool_row_offsets,
+        type($pool_row_offsets))
   }], KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
@@ -481,17 +496,20 @@ def KPool_StepOp : KPool_Op<"step", "Closed", [AttrSizedOperandSegments]> {
       KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
-    `ins` `(` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
-              $cache_lengths `,` $slot_idx
-          `:` type($k) `,` type($gate) `,` type($ape) `,`
-              type($input_row_offsets) `,` type($cache_lengths) `,`
-              type($slot_idx) `)`
-    `num_requests` `(` $num_requests `)`
-    `outs` `(` $closed `,` $closed_pool `,` $pool_row_offsets `,` $pooled `,`
-               $tail
-           `:` type($closed) `,` type($closed_pool) `,`
-               type($pool_row_offsets) `,` type($pooled) `,` type($tail) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<IntegerClause>("\"head_dim\"", "\"channels per key\"", $head_dim)
+    custom<OperandGroup>("\"ins\"",
+        "\"k, gate, ape, input_row_offsets, cache_lengths, slot_idx\"",
+        $k, $gate, $ape, $input_row_offsets, $cache_lengths, $slot_idx,
+        type($k), type($gate), type($ape), type($input_row_offsets),
+        type($cache_lengths), type($slot_idx))
+    custom<ValueClause>("\"num_requests\"", "\"live requests, i32\"",
+                        $num_requests)
+    custom<OperandGroup>("\"outs\"",
+        "\"closed, closed_pool, pool_row_offsets, pooled, tail\"",
+        $closed, $closed_pool, $pool_row_offsets, $pooled, $tail,
+        type($closed), type($closed_pool), type($pool_row_offsets),
+        type($pooled), type($tail))
   }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
