@@ -24,6 +24,27 @@ if not getattr(config, "mlir_lib_dir", None):
     config.mlir_lib_dir = config.llvm_lib_dir
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+
+# Kernels the JIT compiles are cached on disk (kpool/Runtime/KernelCache.h):
+# the suite's go to one folder of the build tree, shared by its tests (the
+# configurations many tests use compile once), never to the user's
+# ~/.cache. The cache's own tests set their own folders.
+config.environment["KPOOL_CACHE_DIR"] = os.path.join(
+    config.kpool_obj_root, "test", "kernel-cache")
+config.substitutions.append(("%kpool_lib_dir", config.kpool_lib_dir))
+# The mgpu-level emulation of the CUDA layer as a shared library
+# (test/lib/GPU/FakeCudaRuntime.cpp): put first in LD_LIBRARY_PATH, it stands
+# in for libkpool_cuda_runtime.so and records GPU launches without running
+# them. Tests that need the PTX executed require the feature cuda-emu,
+# which the emulated CUDA driver (test/lib/CudaEmu) provides.
+config.substitutions.append(
+    ("%kpool_mgpu_emu", os.path.join(config.kpool_obj_root, "test", "lib",
+                                      "GPU", "mgpu-emu")))
+# The CUDA layer was built (a CUDA toolkit was found): the default kernel
+# pack and kpool-aot's CUDA objects exist.
+if os.path.exists(os.path.join(config.kpool_lib_dir,
+                               "libkpool_cuda_runtime.so")):
+    config.available_features.add("cuda-layer")
 config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%kpool_src_root", config.kpool_src_root))
 config.substitutions.append(("%kpool_obj_root", config.kpool_obj_root))
@@ -72,7 +93,8 @@ llvm_config.add_tool_substitutions(["mlir-tblgen", "mlir-translate"],
 # another interpreter without them), and the CMake, generator and compiler
 # that configured this build, for building the example against an install.
 config.substitutions.append(
-    ("%kpool_capi_lib", os.path.join(config.kpool_lib_dir, "libKPoolCAPI.so")))
+    ("%kpool_capi_lib", os.path.join(config.kpool_lib_dir,
+                                     "libKPoolRuntime.so")))
 
 import subprocess
 
@@ -81,6 +103,13 @@ if os.path.exists(_python_numpy) and subprocess.call(
         [_python_numpy, "-c", "import numpy, pytest"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("python-numpy")
+# Building and installing the wheel (test/Python/wheel.test): pip,
+# setuptools, wheel and venv (Debian: python3-pip, python3-setuptools,
+# python3-wheel, python3-venv; scripts/setup.sh --tests installs them).
+if os.path.exists(_python_numpy) and subprocess.call(
+        [_python_numpy, "-c", "import pip, setuptools, wheel, venv, ensurepip"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("python-packaging")
 
 
 def _read_cmake_cache(path):

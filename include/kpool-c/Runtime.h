@@ -186,6 +186,9 @@ typedef enum KPoolStatusFinding {
   KPOOL_STATUS_TABLE_PADDING = 8,          ///< block_table entry -1
   KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE = 9, ///< page >= the cache's pages
   KPOOL_STATUS_NUM_REQUESTS = 10,          ///< num_requests outside [0, B]
+  /// An operand's extent contradicts the op: its word carries the operand
+  /// and dimension in place of the request (kpoolStatusWordError names them)
+  KPOOL_STATUS_EXTENT = 11,
 } KPoolStatusFinding;
 
 /// The error a status word holds: NULL for 0 (nothing found), else the
@@ -502,5 +505,8 @@ KPOOL_CAPI_EXPORTED KPoolError *kpoolPoolStoreReset(KPoolPoolStore *store,
 #ifdef __cplusplus
 }
 #endif
+
+/* Kernel packs, the kernel cache and the version. */
+#include "kpool-c/Packs.h"
 
 #endif /* KPOOL_C_RUNTIME_H */

@@ -10,7 +10,6 @@
 #include "kpool-c/Runtime.h"
 
 #include "kpool/Dialect/KPool/IR/StatusWord.h"
-#include "kpool/Runtime/Jit.h"
 #include "kpool/Runtime/KernelABI.h"
 #include "kpool/Runtime/KernelSet.h"
 #include "kpool/Runtime/PoolStore.h"
@@ -91,9 +90,8 @@ static KPoolError *getKernelSet(const char *what,
                                 const kpool::KernelConfig &config,
                                 KPoolKernelSet **result) {
   kpool::Status status;
-  // The C API can JIT CPU kernels: libKPoolCAPI.so links the JIT.
-  if (config.target == kpool::Target::CPU)
-    kpool::registerJitCompiler();
+  // Kernels not registered or cached are compiled by the JIT, which the
+  // runtime loads on demand (libKPoolJit.so, kpool-c/Packs.h).
   std::shared_ptr<kpool::KernelSet> kernels =
       kpool::KernelSet::get(config, status);
   if (!kernels)
@@ -490,7 +488,7 @@ KPoolError *kpoolCheckStepCache(
 // The C names of StatusWord.h's findings, code for code, and no finding
 // without one.
 #define KPOOL_STATUS_C_CODE(name, code, field, what) +1
-static_assert(0 KPOOL_STATUS_FINDINGS(KPOOL_STATUS_C_CODE) == 10,
+static_assert(0 KPOOL_STATUS_FINDINGS(KPOOL_STATUS_C_CODE) == 11,
               "a finding without a KPOOL_STATUS_* name in kpool-c/Runtime.h");
 #undef KPOOL_STATUS_C_CODE
 static_assert(KPOOL_STATUS_ROWS_REVERSED == int(kpool::status::Finding::RowsReversed));
@@ -503,6 +501,7 @@ static_assert(KPOOL_STATUS_TABLE_PAST_WIDTH == int(kpool::status::Finding::Table
 static_assert(KPOOL_STATUS_TABLE_PADDING == int(kpool::status::Finding::TablePadding));
 static_assert(KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE == int(kpool::status::Finding::TablePageOutOfRange));
 static_assert(KPOOL_STATUS_NUM_REQUESTS == int(kpool::status::Finding::NumRequests));
+static_assert(KPOOL_STATUS_EXTENT == int(kpool::status::Finding::Extent));
 
 KPoolError *kpoolStatusWordError(uint64_t word) {
   return wrap(kpool::statusWordError(word));

@@ -1,6 +1,6 @@
 """kpool from Python: the pooled-key kernels on numpy arrays.
 
-A ctypes binding of libKPoolCAPI.so (no compiled extension), plus a pure-numpy
+A ctypes binding of libKPoolRuntime.so (no compiled extension), plus a pure-numpy
 reference of the contract (docs/semantics.md; installed as
 share/doc/kpool/docs/semantics.md) in :mod:`kpool.reference`. bf16 arrays are
 uint16 bit patterns (see :mod:`kpool.types`).
@@ -15,8 +15,12 @@ complete program)::
     store = kpool.PoolStore(ape, max_slots=8, dtype="bf16")
     produced = store.step(k, gate, [0, 9], [5])     # request in slot 5
 
-The library is found through ``$KPOOL_CAPI_LIB`` or next to an install; see
-:mod:`kpool._capi` and docs/python.md.
+The library is found inside the package (a wheel: ``pip install .``), through
+``$KPOOL_CAPI_LIB``, or next to an install; see :mod:`kpool._capi` and
+docs/python.md. ``kpool.__version__`` is the library's version. Kernels come
+from kernel packs (:func:`load_kernel_pack`; the wheel's default pack holds
+the production CUDA configurations), the disk cache (:mod:`kpool.cache`) or
+the JIT, compiled once per configuration.
 
 Arrays of other libraries work without a copy: host arrays exposing
 ``__dlpack__`` (PyTorch CPU tensors) everywhere, device arrays
@@ -27,6 +31,7 @@ registers the ops as PyTorch custom ops (``torch.ops.kpool.*``).
 
 from . import reference
 from ._capi import KPoolError, LibraryNotFoundError, library_path
+from ._packs import load_kernel_pack
 from .runtime import (KernelSet, PagedPoolStore, PoolStore, ProducedPool,
                       compress,
                       kernel_set, pool_offsets, ring_close, ring_holds_pending,
@@ -51,6 +56,7 @@ __all__ = [
     "from_f32",
     "kernel_set",
     "library_path",
+    "load_kernel_pack",
     "pool_offsets",
     "reference",
     "ring_close",
@@ -58,3 +64,11 @@ __all__ = [
     "to_f32",
     "ulp_distance",
 ]
+
+
+def __getattr__(name):
+    # kpool.__version__: read from the library, loaded on first use.
+    if name == "__version__":
+        from ._packs import version
+        return version()
+    raise AttributeError(f"module 'kpool' has no attribute {name!r}")

@@ -1,4 +1,7 @@
-"""ctypes bindings of libKPoolCAPI.so (kpool-c/View.h, kpool-c/Runtime.h).
+"""ctypes bindings of the runtime's C API, libKPoolRuntime.so (kpool-c/View.h,
+kpool-c/Runtime.h, kpool-c/Packs.h). The library needs no MLIR: it opens
+the JIT (libKPoolJit.so, next to it) only when a kernel set must be
+compiled, and loads kernel packs and the disk cache's kernels itself.
 
 The kernels' C functions (kpoolCompress, ...) are declared from the kernel
 ABI the library describes (kpoolKernelAbiGetKernel): :func:`kernels` lists
@@ -7,11 +10,13 @@ each kernel's operands in call order, with their role, rank and kind.
 The library is looked up, in order:
 
 1. ``$KPOOL_CAPI_LIB``: the path of the library file itself (when set, the
-   only place tried);
-2. next to an install: ``<prefix>/lib/libKPoolCAPI.so`` when this package is
-   ``<prefix>/python/kpool`` (what ``cmake --install`` lays out);
-3. the package directory itself (a copy of the library placed there);
-4. the dynamic loader's search path (``LD_LIBRARY_PATH``, ldconfig).
+   only place tried; libKPoolCAPI.so, the dialect's C API, works too: it
+   depends on the runtime's);
+2. inside the package, ``kpool/_lib/libKPoolRuntime.so`` (the wheel);
+3. next to an install: ``<prefix>/lib/libKPoolRuntime.so`` when this package
+   is ``<prefix>/python/kpool`` (what ``cmake --install`` lays out);
+4. the package directory itself (a copy of the library placed there);
+5. the dynamic loader's search path (``LD_LIBRARY_PATH``, ldconfig).
 
 It is loaded on first use, so ``kpool.reference`` works without it.
 """
@@ -21,7 +26,7 @@ import ctypes
 import os
 import threading
 
-LIBRARY_NAME = "libKPoolCAPI.so"
+LIBRARY_NAME = "libKPoolRuntime.so"
 ENV_VAR = "KPOOL_CAPI_LIB"
 
 MAX_RANK = 4
@@ -80,7 +85,7 @@ class KPoolError(ValueError):
 
 
 class LibraryNotFoundError(OSError):
-    """libKPoolCAPI.so could not be found or loaded."""
+    """libKPoolRuntime.so could not be found or loaded."""
 
 
 class View(ctypes.Structure):
@@ -141,6 +146,7 @@ def candidate_paths():
     env = os.environ.get(ENV_VAR)
     if env:
         return [env]
+    paths.append(os.path.join(here, "_lib", LIBRARY_NAME))
     paths.append(os.path.normpath(os.path.join(here, "..", "..", "lib",
                                                LIBRARY_NAME)))
     paths.append(os.path.join(here, LIBRARY_NAME))

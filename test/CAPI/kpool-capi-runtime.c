@@ -7,7 +7,11 @@
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
-// RUN: kpool-capi-runtime-test 2>&1 | FileCheck %s
+// No CUDA layer (libkpool_cuda_runtime.so named at a path that does not
+// exist) and no kernel packs: the CUDA target fails with a message saying
+// so, before compiling anything (kpool-capi-cuda.c has the CUDA target).
+// RUN: env KPOOL_CUDA_RUNTIME=%t.missing/libkpool_cuda_runtime.so \
+// RUN:   KPOOL_KERNEL_PACKS= kpool-capi-runtime-test 2>&1 | FileCheck %s
 
 #include "kpool-c/Runtime.h"
 
@@ -277,13 +281,12 @@ int main(void) {
          (int)kpoolKernelSetGetElementType(NULL),
          (long long)kpoolKernelSetGetHeadDim(NULL),
          (long long)kpoolKernelSetGetKPool(NULL));
-  // The target: CPU by default; CUDA takes only precompiled kernels, and
-  // this program registers none.
+  // The target: CPU by default. CUDA needs the CUDA layer.
   // CHECK: target: 0 (null set: -1)
   printf("target: %d (null set: %d)\n", kpoolKernelSetGetTarget(ks),
          kpoolKernelSetGetTarget(NULL));
   KPoolKernelSet *cudaSet = NULL;
-  // CHECK: cuda: error: no precompiled kernels for f32, head_dim 8, kpool 4 on the CUDA target: build them with kpool-aot --target=cuda (kpool_add_aot_kernels) and call their registration function
+  // CHECK: cuda: error: CUDA kernels: libkpool_cuda_runtime.so (the CUDA layer, which needs the CUDA driver libcuda.so.1) could not be loaded: {{.*}}.missing/libkpool_cuda_runtime.so: cannot open shared object file: No such file or directory
   report("cuda", kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_F32, D,
                                                K, false, 0, &cudaSet));
   // CHECK: cuda set is null: 1

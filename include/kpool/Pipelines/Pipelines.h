@@ -144,6 +144,13 @@ struct KPoolToNVVMPipelineOptions
       llvm::cl::desc("Occupancy hint for ptxas (nvvm.minctasm, PTX "
                      ".minnctapersm); 0 gives none"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> singleGPUModule{
+      *this, "single-gpu-module",
+      llvm::cl::desc("Outline every kernel into one gpu.module, compiled "
+                     "(libdevice, PTX, ptxas) and loaded once rather than "
+                     "once per kernel; the kernels are the same (kpool-aot "
+                     "and the JIT use it)"),
+      llvm::cl::init(false)};
 };
 
 /// Bufferizes, lowers kpool to linalg, maps each op's parallel loop to a

@@ -9,6 +9,7 @@
 #include "kpool/Runtime/KernelSet.h"
 
 #include "kpool/Dialect/KPool/IR/StatusWord.h"
+#include "kpool/Runtime/KernelExtents.h"
 
 #include <cstdio>
 
@@ -40,6 +41,23 @@ Status kpool::statusWordError(uint64_t word) {
     return Status::error(std::string("the status word ") + hex +
                          " holds no finding the kernels record (finding " +
                          std::to_string(finding) + ")");
+  if (finding == uint8_t(status::Finding::Extent)) {
+    const char *operand = abi::operandName(int(status::extentOperandOf(word)));
+    unsigned dim = status::extentDimOf(word);
+    std::string name =
+        operand ? "'" + std::string(operand) + "'"
+                : "operand " + std::to_string(status::extentOperandOf(word));
+    std::string what =
+        dim == status::kExtentRank ? name + " has the wrong rank (or is null)"
+        : dim == status::kExtentData
+            ? name + " has elements but no data pointer"
+            : name + "'s extent in dimension " + std::to_string(dim) +
+                  " contradicts the op (the other operands' extents) or "
+                  "the kernels' configuration (head_dim, kpool)";
+    return Status::error(what + " (found before the launch, nothing was read "
+                                "or written; status word " +
+                         hex + ")");
+  }
   std::string where =
       finding == uint8_t(status::Finding::NumRequests)
           ? std::string()

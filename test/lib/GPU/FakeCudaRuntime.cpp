@@ -18,15 +18,31 @@
 // the calling process; a call from a child forked after that aborts, as a
 // real driver's state does not survive fork.
 //
+// GPU code. The host code of GPU kernels (kpool-aot's CUDA objects, kernel
+// packs, the JIT's CUDA kernels) calls the module and launch functions of
+// libkpool_cuda_runtime: here they record, check and count, and execute
+// nothing (the kernels are PTX, which this emulation cannot run). A module
+// is read as kpool's GPU image (kpool/ABI/CudaImage.h: its PTX must be
+// there, and the cubin, if any, an ELF file), a kernel must be an `.entry`
+// of its module's PTX, a launch's grid and block must be valid, and it runs
+// on the stream given (captured there during a capture). Built also as a
+// shared library named libkpool_cuda_runtime.so (test/lib/GPU), which a
+// program or Python selects with LD_LIBRARY_PATH in place of the real one;
+// the kpoolEmu* functions at the end let tests inspect it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "GPU/GpuSupport.h"
 
+#include "kpool/ABI/CudaImage.h"
+
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <functional>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -301,7 +317,187 @@ int64_t gpu::moduleLoadCount() {
   return moduleLoads;
 }
 
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Modules and launches of GPU code
+//===----------------------------------------------------------------------===//
+
+struct FakeModule {
+  /// The `.entry` names of the module's PTX.
+  std::set<std::string> entries;
+  bool hasCubin = false;
+};
+struct FakeFunction {
+  FakeModule *module;
+  std::string name;
+};
+
+std::mutex moduleMutex;
+int64_t gpuLaunches = 0;
+std::map<std::string, int64_t> &launchesByKernel() {
+  static auto *m = new std::map<std::string, int64_t>;
+  return *m;
+}
+std::string &lastKernel() {
+  static auto *s = new std::string;
+  return *s;
+}
+int64_t modulesRegistered = 0, cubinModules = 0;
+
+/// The `.entry` names of PTX text.
+std::set<std::string> entriesOf(const char *ptx, size_t size) {
+  std::set<std::string> names;
+  std::string text(ptx, strnlen(ptx, size));
+  for (size_t at = text.find(".entry"); at != std::string::npos;
+       at = text.find(".entry", at + 6)) {
+    size_t begin = at + 6;
+    while (begin < text.size() && (text[begin] == ' ' || text[begin] == '\t'))
+      ++begin;
+    size_t end = begin;
+    while (end < text.size() &&
+           (std::isalnum(static_cast<unsigned char>(text[end])) ||
+            text[end] == '_' || text[end] == '$'))
+      ++end;
+    if (end > begin)
+      names.insert(text.substr(begin, end - begin));
+  }
+  return names;
+}
+
+/// Reads a module image: kpool's CudaImage, or PTX text.
+FakeModule *readModule(const void *data, size_t size, bool ptxText) {
+  auto *module = new FakeModule;
+  const char *bytes = static_cast<const char *>(data);
+  if (ptxText) {
+    module->entries = entriesOf(bytes, std::strlen(bytes));
+  } else {
+    KPoolCudaImageHeader header;
+    if (size < sizeof header ||
+        (std::memcpy(&header, data, sizeof header),
+         std::memcmp(header.magic, KPOOL_CUDA_IMAGE_MAGIC, 8) != 0))
+      fail("mgpuModuleLoad: the image is not kpool's GPU image "
+           "(kpool/ABI/CudaImage.h): a plain cubin or fatbin carries no PTX "
+           "this emulation could read");
+    if (header.version != KPOOL_CUDA_IMAGE_VERSION || header.count == 0 ||
+        sizeof header + header.count * sizeof(KPoolCudaImageEntry) > size)
+      fail("mgpuModuleLoad: a malformed GPU image header");
+    bool ptx = false;
+    for (uint32_t i = 0; i < header.count; ++i) {
+      KPoolCudaImageEntry e;
+      std::memcpy(&e, bytes + sizeof header + i * sizeof e, sizeof e);
+      if (e.offset > size || e.size > size - e.offset || e.offset % 16)
+        fail("mgpuModuleLoad: a GPU image entry lies outside the image");
+      const char *part = bytes + e.offset;
+      if (e.kind == KPOOL_CUDA_IMAGE_PTX) {
+        if (e.size == 0 || part[e.size - 1] != '\0' ||
+            std::strstr(part, ".version") == nullptr)
+          fail("mgpuModuleLoad: the GPU image's PTX is not NUL-terminated "
+               "PTX text");
+        module->entries = entriesOf(part, e.size);
+        ptx = true;
+      } else if (e.kind == KPOOL_CUDA_IMAGE_CUBIN) {
+        if (e.size < 4 || std::memcmp(part, "\x7f" "ELF", 4) != 0)
+          fail("mgpuModuleLoad: the GPU image's cubin is not an ELF file");
+        module->hasCubin = true;
+      }
+    }
+    if (!ptx)
+      fail("mgpuModuleLoad: the GPU image has no PTX to fall back to");
+  }
+  if (module->entries.empty())
+    fail("mgpuModuleLoad: the module's PTX has no kernel (.entry)");
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  ++modulesRegistered;
+  cubinModules += module->hasCubin;
+  return module;
+}
+
+} // namespace
+
 extern "C" {
+
+void *mgpuModuleLoad(void *data, size_t size) {
+  // Recorded, as libkpool_cuda_runtime does: no driver call yet.
+  return readModule(data, size, /*ptxText=*/false);
+}
+
+void *mgpuModuleLoadJIT(void *data, int) {
+  return readModule(data, 0, /*ptxText=*/true);
+}
+
+void mgpuModuleUnload(void *) {}
+
+void *mgpuModuleGetFunction(void *module, const char *name) {
+  auto *m = static_cast<FakeModule *>(module);
+  if (!m || !name || !m->entries.count(name))
+    fail(std::string("mgpuModuleGetFunction: kernel '") + (name ? name : "") +
+         "' is not an .entry of its module's PTX");
+  return new FakeFunction{m, name};
+}
+
+void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t smem, void *stream,
+                      void **params, void **, size_t) {
+  auto *f = static_cast<FakeFunction *>(function);
+  if (gridX < 1 || gridY < 1 || gridZ < 1 || gridX > INT32_MAX ||
+      gridY > 65535 || gridZ > 65535 || blockX < 1 || blockY < 1 ||
+      blockZ < 1 || blockX * blockY * blockZ > 1024 || smem < 0)
+    fail("mgpuLaunchKernel: kernel '" + f->name + "': invalid geometry " +
+         std::to_string(gridX) + "x" + std::to_string(gridY) + "x" +
+         std::to_string(gridZ) + " blocks of " + std::to_string(blockX) +
+         "x" + std::to_string(blockY) + "x" + std::to_string(blockZ));
+  if (!params)
+    fail("mgpuLaunchKernel: kernel '" + f->name + "' without parameters");
+  std::string name = f->name;
+  launch(stream, [name] {
+    std::lock_guard<std::mutex> lock(moduleMutex);
+    ++gpuLaunches;
+    ++launchesByKernel()[name];
+    lastKernel() = name;
+  });
+}
+
+/// libkpool_cuda_runtime's status recorder (a one-thread kernel there):
+/// "device" memory is host memory here, so the launch applies it.
+void kpoolCudaRecordStatus(uint64_t *word, uint64_t value, void *stream) {
+  if (!word || !value)
+    return;
+  launch(stream, [word, value] {
+    std::lock_guard<std::mutex> lock(moduleMutex);
+    ++gpuLaunches;
+    ++launchesByKernel()["kpool_record_status"];
+    lastKernel() = "kpool_record_status";
+    if (*word == 0 || *word > value)
+      *word = value;
+  });
+}
+
+void mgpuSetDefaultDevice(int32_t) {}
+
+void *mgpuEventCreate() {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  touchDriver("mgpuEventCreate");
+  return new int(0);
+}
+void mgpuEventDestroy(void *event) { delete static_cast<int *>(event); }
+void mgpuEventSynchronize(void *) {
+  std::lock_guard<std::mutex> lock(streamMutex);
+  forbiddenUnderCapture("mgpuEventSynchronize");
+}
+void mgpuEventRecord(void *, void *) {}
+void mgpuStreamWaitEvent(void *, void *) {}
+
+void mgpuMemset32(void *dst, unsigned value, size_t count, void *) {
+  {
+    std::lock_guard<std::mutex> lock(streamMutex);
+    forbiddenUnderCapture("mgpuMemset32");
+  }
+  auto *p = static_cast<uint32_t *>(dst);
+  for (size_t i = 0; i < count; ++i)
+    p[i] = value;
+}
 
 void *mgpuStreamCreate() {
   std::lock_guard<std::mutex> lock(streamMutex);
@@ -361,6 +557,65 @@ void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *) {
     forbiddenUnderCapture("mgpuMemcpy");
   }
   std::memmove(dst, src, sizeBytes);
+}
+
+//===----------------------------------------------------------------------===//
+// The emulation's state, for tests (C, so that Python reaches it with ctypes)
+//===----------------------------------------------------------------------===//
+
+/// 1: this libkpool_cuda_runtime.so is the mgpu-level emulation.
+int kpoolEmuIsEmulated(void) { return 1; }
+/// GPU kernel launches run so far (eager, and those of graphs launched).
+int64_t kpoolEmuKernelLaunches(void) {
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  return gpuLaunches;
+}
+/// Launches of kernels whose name contains `part`.
+int64_t kpoolEmuKernelLaunchesOf(const char *part) {
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  int64_t n = 0;
+  for (auto &[name, count] : launchesByKernel())
+    if (name.find(part) != std::string::npos)
+      n += count;
+  return n;
+}
+/// The last kernel run.
+const char *kpoolEmuLastKernel(void) {
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  static thread_local std::string copy;
+  copy = lastKernel();
+  return copy.c_str();
+}
+/// GPU modules registered (by host code's constructors) and, of those,
+/// with a cubin.
+int64_t kpoolEmuModulesRegistered(void) {
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  return modulesRegistered;
+}
+int64_t kpoolEmuCubinModules(void) {
+  std::lock_guard<std::mutex> lock(moduleMutex);
+  return cubinModules;
+}
+/// Module loads (once per process: prepare or the first launch).
+int64_t kpoolEmuModuleLoads(void) { return gpu::moduleLoadCount(); }
+/// Launches run on `stream` (eager and from graphs).
+int64_t kpoolEmuStreamLaunches(void *stream) {
+  return gpu::launchCount(stream);
+}
+/// Stream capture and graphs (gpu::beginCapture & co.).
+void kpoolEmuBeginCapture(void *stream) { gpu::beginCapture(stream); }
+void *kpoolEmuEndCapture(void *stream) {
+  return new std::shared_ptr<gpu::Graph>(gpu::endCapture(stream));
+}
+void kpoolEmuLaunchGraph(void *graph, void *stream) {
+  gpu::launchGraph(**static_cast<std::shared_ptr<gpu::Graph> *>(graph),
+                   stream);
+}
+int64_t kpoolEmuGraphLaunches(void *graph) {
+  return gpu::graphLaunches(**static_cast<std::shared_ptr<gpu::Graph> *>(graph));
+}
+void kpoolEmuGraphDestroy(void *graph) {
+  delete static_cast<std::shared_ptr<gpu::Graph> *>(graph);
 }
 
 } // extern "C"

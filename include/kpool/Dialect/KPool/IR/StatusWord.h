@@ -43,7 +43,9 @@ namespace kpool::status {
   X(TablePageOutOfRange, 9, "block_table",                                     \
     "a pool goes to a page that is not below the cache's pages")               \
   X(NumRequests, 10, "num_requests",                                           \
-    "num_requests is outside [0, B] (the batch size)")
+    "num_requests is outside [0, B] (the batch size)")                         \
+  X(Extent, 11, "extents",                                                     \
+    "an operand's extent contradicts the op or the kernels' configuration")
 
 enum class Finding : uint8_t {
 #define KPOOL_STATUS_ENUM(name, code, field, what) name = code,
@@ -62,6 +64,25 @@ constexpr uint64_t encode(uint64_t request, Finding finding) {
 constexpr uint64_t requestOf(uint64_t word) { return word >> kFindingBits; }
 constexpr uint8_t findingOf(uint64_t word) {
   return uint8_t(word & ((1u << kFindingBits) - 1));
+}
+
+/// The extent finding (PROVISIONAL: written against the definition that is
+/// being added to the kernels' own checks; to be reconciled with it). Its
+/// word carries, in place of a request, the operand's id (its position
+/// among the distinct operand names of KernelABI.def, kpool/Runtime/
+/// KernelExtents.h operandId) and the dimension at fault (0-3; 14: a null
+/// data pointer; 15: the rank): ((operand << 4 | dim) << 8) | 11.
+inline constexpr unsigned kExtentRank = 15;
+inline constexpr unsigned kExtentData = 14;
+constexpr uint64_t encodeExtent(uint64_t operand, unsigned dim) {
+  return (((operand << 4) | (dim & 15u)) << kFindingBits) |
+         uint64_t(Finding::Extent);
+}
+constexpr uint64_t extentOperandOf(uint64_t word) {
+  return requestOf(word) >> 4;
+}
+constexpr unsigned extentDimOf(uint64_t word) {
+  return unsigned(requestOf(word) & 15u);
 }
 
 /// The field a finding names, or null for a code that is not a finding.
