@@ -107,7 +107,7 @@ if os.path.exists(_python_numpy) and subprocess.call(
 # setuptools, wheel and venv (Debian: python3-pip, python3-setuptools,
 # python3-wheel, python3-venv; scripts/setup.sh --tests installs them).
 if os.path.exists(_python_numpy) and subprocess.call(
-        [_python_numpy, "-c", "import pip, setuptools, wheel, venv, ensurepip"],
+        [_python_numpy, "-c", "import setuptools, pip, wheel, venv, ensurepip"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("python-packaging")
 
