@@ -51,28 +51,27 @@ def run(cmd, **kw):
 
 
 def build_tree():
-    """A CMake build tree with the libraries built: $KPOOL_BUILD_DIR, or
-    one configured and built here."""
+    """A CMake build tree with the libraries built: $KPOOL_BUILD_DIR, taken
+    as it is (built by its owner: nothing is rebuilt there), or one
+    configured and built here."""
     given = os.environ.get("KPOOL_BUILD_DIR")
     if given:
         given = os.path.abspath(given)
         if not os.path.exists(os.path.join(given, "CMakeCache.txt")):
             raise RuntimeError(f"KPOOL_BUILD_DIR={given} is not a CMake "
                                "build tree of kpool (no CMakeCache.txt)")
-        build = given
-    else:
-        build = os.path.join(ROOT, "build", "pip")
-        if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
-            cmd = ["cmake", "-S", ROOT, "-B", build,
-                   "-DCMAKE_BUILD_TYPE=Release"]
-            if shutil.which("ninja"):
-                cmd += ["-G", "Ninja"]
-            if shutil.which("clang-22") and shutil.which("clang++-22"):
-                cmd += ["-DCMAKE_C_COMPILER=clang-22",
-                        "-DCMAKE_CXX_COMPILER=clang++-22"]
-            if shutil.which("ld.lld-22") or shutil.which("ld.lld"):
-                cmd += ["-DLLVM_USE_LINKER=lld"]
-            run(cmd)
+        return given
+    build = os.path.join(ROOT, "build", "pip")
+    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+        cmd = ["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release"]
+        if shutil.which("ninja"):
+            cmd += ["-G", "Ninja"]
+        if shutil.which("clang-22") and shutil.which("clang++-22"):
+            cmd += ["-DCMAKE_C_COMPILER=clang-22",
+                    "-DCMAKE_CXX_COMPILER=clang++-22"]
+        if shutil.which("ld.lld-22") or shutil.which("ld.lld"):
+            cmd += ["-DLLVM_USE_LINKER=lld"]
+        run(cmd)
     targets = list(TARGETS)
     # Build what is missing (a no-op in an up-to-date tree).
     probe = subprocess.run(["cmake", "--build", build, "--target", "help"],
@@ -98,7 +97,9 @@ def stage_libraries(build, dest):
         os.makedirs(os.path.join(dest, os.path.dirname(rel)), exist_ok=True)
         shutil.copy2(pack, os.path.join(dest, rel))
     if not os.path.exists(os.path.join(dest, "libKPoolRuntime.so")):
-        raise RuntimeError(f"{lib} has no libKPoolRuntime.so")
+        raise RuntimeError(f"{lib} has no libKPoolRuntime.so: build the "
+                           "targets " + " ".join(TARGETS + CUDA_TARGETS) +
+                           " there first")
 
 
 class BuildPyWithLibraries(build_py):

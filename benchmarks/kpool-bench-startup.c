@@ -47,7 +47,7 @@ static int child(const char *config, int target) {
   double start, ms;
   if (sscanf(config, "%7[^:]:%ld:%ld", type, &dim, &pool) != 3)
     return 2;
-  element = !strcmp(type, "f16") ? KPOOL_F16
+  element = !strcmp(type, "f16")   ? KPOOL_F16
             : !strcmp(type, "f32") ? KPOOL_F32
                                    : KPOOL_BF16;
   start = now();
@@ -69,8 +69,8 @@ static int child(const char *config, int target) {
 
 /* Runs this program with --child; its creation time and its process's. */
 static int run(const char *self, const char *config, const char *target,
-               double *createMs, double *processMs, long *hits,
-               long *compiled, int *mlir) {
+               double *createMs, double *processMs, long *hits, long *compiled,
+               int *mlir) {
   int fds[2];
   pid_t pid;
   char out[256] = {0};
@@ -121,8 +121,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--cache-dir") && i + 1 < argc)
       dir = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--config bf16:128:4] [--target cpu|cuda] "
-                      "[--runs N] [--cache-dir DIR]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--config bf16:128:4] [--target cpu|cuda] "
+              "[--runs N] [--cache-dir DIR]\n",
+              argv[0]);
       return 2;
     }
   }

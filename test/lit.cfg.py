@@ -45,6 +45,14 @@ config.substitutions.append(
 if os.path.exists(os.path.join(config.kpool_lib_dir,
                                "libkpool_cuda_runtime.so")):
     config.available_features.add("cuda-layer")
+# The emulated CUDA driver that executes PTX (test/lib/CudaEmu): a
+# libcuda.so.1 in its build folder. Tests that need GPU code executed
+# (REQUIRES: cuda-emu) put %cuda_emu_lib_dir first in LD_LIBRARY_PATH.
+_cuda_emu_dir = getattr(config, "cuda_emu_lib_dir", None) or os.path.join(
+    config.kpool_obj_root, "test", "lib", "CudaEmu")
+if os.path.exists(os.path.join(_cuda_emu_dir, "libcuda.so.1")):
+    config.available_features.add("cuda-emu")
+    config.substitutions.append(("%cuda_emu_lib_dir", _cuda_emu_dir))
 config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%kpool_src_root", config.kpool_src_root))
 config.substitutions.append(("%kpool_obj_root", config.kpool_obj_root))

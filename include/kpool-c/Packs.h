@@ -1,4 +1,4 @@
-/*===- kpool-c/Packs.h - kernel packs, the kernel cache, version ---*- C -*-===*\
+/*===- kpool-c/Packs.h - kernel packs, the kernel cache, version --*- C -*-===*\
 |*                                                                            *|
 |* Where the runtime's kernels come from, beyond the JIT: kernel packs       *|
 |* (shared libraries made by kpool-aot --pack, needing no MLIR), and the     *|
@@ -28,8 +28,8 @@ KPOOL_CAPI_EXPORTED const char *kpoolGetVersion(void);
 /// library load by themselves (the CUDA ones the first time a CUDA
 /// configuration is not found); $KPOOL_KERNEL_PACKS, a colon-separated list
 /// of files and folders, replaces them.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolLoadKernelPack(const char *path, int64_t *numConfigurations);
+KPOOL_CAPI_EXPORTED KPoolError *kpoolLoadKernelPack(const char *path,
+                                                    int64_t *numConfigurations);
 
 /// The disk cache of compiled kernels: its folder ($KPOOL_CACHE_DIR, else
 /// $XDG_CACHE_HOME/kpool, else ~/.cache/kpool), or NULL when caching is off

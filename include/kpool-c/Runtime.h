@@ -176,16 +176,16 @@ kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
 /// KPOOL_STATUS_NUM_REQUESTS), the smallest over the findings the kernels'
 /// guards meet; 0 is nothing found (docs/semantics.md, "The status word").
 typedef enum KPoolStatusFinding {
-  KPOOL_STATUS_ROWS_REVERSED = 1,          ///< input_row_offsets[b+1] < [b]
-  KPOOL_STATUS_ROWS_PAST_K = 2,            ///< input_row_offsets[b+1] > rows of k
-  KPOOL_STATUS_SLOT_OUT_OF_RANGE = 3,      ///< slot_idx[b] >= max_slots
-  KPOOL_STATUS_POOL_RANGE_MISMATCH = 4,    ///< pool_row_offsets range != pools
-  KPOOL_STATUS_POOL_ROWS_PAST_OUTPUT = 5,  ///< pool_row_offsets[b+1] > rows
-  KPOOL_STATUS_POOLED_CAPACITY = 6,        ///< step: pools past the capacity
-  KPOOL_STATUS_TABLE_PAST_WIDTH = 7,       ///< page index >= table width
-  KPOOL_STATUS_TABLE_PADDING = 8,          ///< block_table entry -1
+  KPOOL_STATUS_ROWS_REVERSED = 1,       ///< input_row_offsets[b+1] < [b]
+  KPOOL_STATUS_ROWS_PAST_K = 2,         ///< input_row_offsets[b+1] > rows of k
+  KPOOL_STATUS_SLOT_OUT_OF_RANGE = 3,   ///< slot_idx[b] >= max_slots
+  KPOOL_STATUS_POOL_RANGE_MISMATCH = 4, ///< pool_row_offsets range != pools
+  KPOOL_STATUS_POOL_ROWS_PAST_OUTPUT = 5,   ///< pool_row_offsets[b+1] > rows
+  KPOOL_STATUS_POOLED_CAPACITY = 6,         ///< step: pools past the capacity
+  KPOOL_STATUS_TABLE_PAST_WIDTH = 7,        ///< page index >= table width
+  KPOOL_STATUS_TABLE_PADDING = 8,           ///< block_table entry -1
   KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE = 9, ///< page >= the cache's pages
-  KPOOL_STATUS_NUM_REQUESTS = 10,          ///< num_requests outside [0, B]
+  KPOOL_STATUS_NUM_REQUESTS = 10,           ///< num_requests outside [0, B]
   /// An operand's extent contradicts the op: its word carries the operand
   /// and dimension in place of the request (kpoolStatusWordError names them)
   KPOOL_STATUS_EXTENT = 11,

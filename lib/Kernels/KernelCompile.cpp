@@ -50,13 +50,13 @@ void mlir::kpool::registerKernelCompileDialects(DialectRegistry &registry) {
   mlir::kpool::registerAllDialects(registry);
 }
 
-std::string mlir::kpool::kernelSymbolPrefix(const KernelModuleSpec &spec,
-                                            const KernelCompileOptions &options) {
-  std::string prefix =
-      spec.poolOffsetsOnly
-          ? poolOffsetsPrefix(spec.kpool)
-          : kernelPrefix(spec.type, spec.headDim, spec.kpool) +
-                cacheFormatPrefix(spec.cache);
+std::string
+mlir::kpool::kernelSymbolPrefix(const KernelModuleSpec &spec,
+                                const KernelCompileOptions &options) {
+  std::string prefix = spec.poolOffsetsOnly
+                           ? poolOffsetsPrefix(spec.kpool)
+                           : kernelPrefix(spec.type, spec.headDim, spec.kpool) +
+                                 cacheFormatPrefix(spec.cache);
   if (options.cuda)
     prefix += "cuda_";
   return prefix;
@@ -106,9 +106,9 @@ static bool useCallerStreams(llvm::Module &module, std::string &error) {
       continue;
     if (fn.arg_empty() ||
         !fn.getArg(fn.arg_size() - 1)->getType()->isPointerTy()) {
-      error = ("'" + fn.getName() +
-               "' creates streams but takes no caller stream")
-                  .str();
+      error =
+          ("'" + fn.getName() + "' creates streams but takes no caller stream")
+              .str();
       return false;
     }
     llvm::Value *stream = fn.getArg(fn.arg_size() - 1);
@@ -156,8 +156,8 @@ static LogicalResult assemble(StringRef ptxas, StringRef ptx, StringRef chip,
   std::optional<StringRef> redirects[] = {std::nullopt, logPath.str(),
                                           logPath.str()};
   std::string message;
-  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0,
-                                     0, &message);
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0, 0,
+                                     &message);
   if (rc != 0) {
     auto log = llvm::MemoryBuffer::getFile(logPath);
     error = "ptxas failed" + (message.empty() ? "" : ": " + message) +
@@ -192,9 +192,8 @@ static std::string cudaImage(StringRef ptx, StringRef cubin, StringRef chip) {
   std::memcpy(header.magic, KPOOL_CUDA_IMAGE_MAGIC, 8);
   header.version = KPOOL_CUDA_IMAGE_VERSION;
   header.count = parts.size();
-  uint64_t at = llvm::alignTo(sizeof header + parts.size() *
-                                                  sizeof(KPoolCudaImageEntry),
-                              16);
+  uint64_t at = llvm::alignTo(
+      sizeof header + parts.size() * sizeof(KPoolCudaImageEntry), 16);
   std::string out(reinterpret_cast<const char *>(&header), sizeof header);
   std::vector<KPoolCudaImageEntry> entries;
   for (auto &[kind, bytes] : parts) {
@@ -215,7 +214,8 @@ static std::string cudaImage(StringRef ptx, StringRef cubin, StringRef chip) {
 static LogicalResult embedImages(ModuleOp module,
                                  const KPoolToNVVMPipelineOptions &pipeline,
                                  std::string &error) {
-  std::string toolkit = mlir::kpool::resolveCudaToolkitPath(pipeline.cudaToolkit);
+  std::string toolkit =
+      mlir::kpool::resolveCudaToolkitPath(pipeline.cudaToolkit);
   std::string ptxas = toolkit.empty() ? "" : toolkit + "/bin/ptxas";
   if (!ptxas.empty() && !llvm::sys::fs::can_execute(ptxas))
     ptxas.clear();
@@ -236,11 +236,11 @@ static LogicalResult embedImages(ModuleOp module,
         return WalkResult::interrupt();
       }
       std::string image = cudaImage(ptx, cubin, pipeline.chip);
-      objects.push_back(gpu::ObjectAttr::get(
-          module.getContext(), object.getTarget(),
-          gpu::CompilationTarget::Binary,
-          StringAttr::get(module.getContext(), image), object.getProperties(),
-          object.getKernels()));
+      objects.push_back(
+          gpu::ObjectAttr::get(module.getContext(), object.getTarget(),
+                               gpu::CompilationTarget::Binary,
+                               StringAttr::get(module.getContext(), image),
+                               object.getProperties(), object.getKernels()));
     }
     binary.setObjectsAttr(ArrayAttr::get(module.getContext(), objects));
     return WalkResult::advance();
@@ -391,8 +391,8 @@ LogicalResult mlir::kpool::emitObject(llvm::Module &module,
   llvm::TargetOptions targetOptions;
   targetOptions.UseInitArray = true;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, cpu, features, targetOptions, llvm::Reloc::PIC_,
-      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+      triple, cpu, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
   if (!machine) {
     error = "no target machine for " + triple.str() + " " + cpu;
     return failure();

@@ -202,16 +202,15 @@ struct MergeGPUModules
     for (gpu::GPUModuleOp source : llvm::drop_begin(modules)) {
       SymbolTable sourceSymbols(source);
       for (Operation &op : llvm::make_early_inc_range(*source.getBody())) {
-        auto name = op.getAttrOfType<StringAttr>(
-            SymbolTable::getSymbolAttrName());
+        auto name =
+            op.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName());
         if (!name)
           continue;
         StringAttr newName = name;
         while (targetSymbols.lookup(newName) ||
                (newName != name && sourceSymbols.lookup(newName)))
-          newName = StringAttr::get(&getContext(),
-                                    name.getValue() + "_" +
-                                        std::to_string(counter++));
+          newName = StringAttr::get(
+              &getContext(), name.getValue() + "_" + std::to_string(counter++));
         if (newName != name) {
           if (failed(SymbolTable::replaceAllSymbolUses(&op, newName, source)))
             return signalPassFailure();
@@ -226,8 +225,8 @@ struct MergeGPUModules
       }
     }
     top.walk([&](gpu::LaunchFuncOp launch) {
-      auto it = moved.find(
-          {launch.getKernelModuleName(), launch.getKernelName()});
+      auto it =
+          moved.find({launch.getKernelModuleName(), launch.getKernelName()});
       if (it == moved.end())
         return;
       launch.setKernelAttr(SymbolRefAttr::get(

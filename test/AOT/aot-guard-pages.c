@@ -224,9 +224,9 @@ int main(int argc, char **argv) {
     lock(&iro.memory, 1);
     lock(&cache.memory, 1);
     lock(&slots.memory, 1);
-    returned = kpool_f32_d4_k2_seed_tail(&t.view, &kk.view, &gate.view,
-                                         &iro.view, &cache.view, &slots.view,
-                                         1, &status, NULL);
+    returned =
+        kpool_f32_d4_k2_seed_tail(&t.view, &kk.view, &gate.view, &iro.view,
+                                  &cache.view, &slots.view, 1, &status, NULL);
     report("seed_tail with a ring window of 1 for kpool 2", returned, status,
            1);
   }
@@ -240,10 +240,9 @@ int main(int argc, char **argv) {
     second.pooled.view.sizes[1] = 5; /* pooled: id 0, smaller */
     lockAll(&first, 1);
     lockAll(&second, 1);
-    a = kpool_f32_d4_k2_compress(&first.pooled.view, &first.k.view,
-                                 &first.gate.view, &first.ape.view,
-                                 &first.iro.view, &first.pro.view,
-                                 &first.cache.view, &status, NULL);
+    a = kpool_f32_d4_k2_compress(
+        &first.pooled.view, &first.k.view, &first.gate.view, &first.ape.view,
+        &first.iro.view, &first.pro.view, &first.cache.view, &status, NULL);
     b = kpool_f32_d4_k2_compress(&second.pooled.view, &second.k.view,
                                  &second.gate.view, &second.ape.view,
                                  &second.iro.view, &second.pro.view,
@@ -275,10 +274,9 @@ int main(int argc, char **argv) {
       k[i] = (float)(i + 1);
       gate[i] = 0.f; /* equal weights: a pool is its members' mean */
     }
-    returned = kpool_f32_d4_k2_compress(&c.pooled.view, &c.k.view,
-                                        &c.gate.view, &c.ape.view, &c.iro.view,
-                                        &c.pro.view, &c.cache.view, &status,
-                                        NULL);
+    returned = kpool_f32_d4_k2_compress(&c.pooled.view, &c.k.view, &c.gate.view,
+                                        &c.ape.view, &c.iro.view, &c.pro.view,
+                                        &c.cache.view, &status, NULL);
     report("right views", returned, status, 0);
     printf("pool 1, channel 0: %g (expected %g)\n", pooled[1 * D],
            (k[2 * D] + k[3 * D]) / 2);

@@ -8,11 +8,12 @@
 |* prepare, launches on the caller's stream, capture and replay, and the     *|
 |* CUDA raw entry points' extent check recorded in a status word. The        *|
 |* emulation executes no PTX: what the kernels compute is checked where PTX  *|
-|* runs (the tests gated by cuda-emu). `--neither` asks for a configuration in  *|
+|* runs (the tests gated by cuda-emu). `--neither` asks for a configuration  *|
 |* no pack with the JIT off, and prints the error.                           *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
+// clang-format off
 /* REQUIRES: cuda-layer
    RUN: env LD_LIBRARY_PATH=%kpool_mgpu_emu kpool-capi-cuda-test | FileCheck %s
    RUN: env LD_LIBRARY_PATH=%kpool_mgpu_emu KPOOL_JIT_LIBRARY= \
@@ -45,6 +46,7 @@
 
    NEITHER: neither: no kernels for bf16, head_dim 96, kpool 4 on the CUDA target: none are registered (no kernel pack is loaded), and no compiler is available (the JIT is off (KPOOL_JIT_LIBRARY is set and empty)); build a kernel pack with `kpool-aot --pack --target=cuda --config=bf16:96:4 -o pack.o`
 */
+// clang-format on
 
 #include "kpool_gpu_bf16_d128_k4.h"
 
@@ -92,8 +94,8 @@ int main(int argc, char **argv) {
   KPoolError *error;
   KPoolKernelCacheStatistics stats;
   if (argc > 1 && !strcmp(argv[1], "--neither")) {
-    error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, 96,
-                                          4, 0, 0, &set);
+    error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, 96, 4,
+                                          0, 0, &set);
     report("neither", error);
     return set != NULL;
   }
@@ -142,8 +144,8 @@ int main(int argc, char **argv) {
             vClosedPool = view(closedPool, 1, sB);
 
   /* The default pack: bf16, head_dim 128, kpool 4, no compilation. */
-  error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, D, K,
-                                        0, 0, &set);
+  error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, D, K, 0,
+                                        0, &set);
   report("bf16 128 4 on CUDA", error);
   kpoolKernelCacheGetStatistics(&stats, NULL);
   expect(set && stats.compiled == 0 && stats.hits == 0,
@@ -164,8 +166,8 @@ int main(int argc, char **argv) {
          "compress launched on the caller's stream");
   printf("last kernel: %s\n", kpoolEmuLastKernel());
   report("compress validated",
-         kpoolCompress(set, &vPooled, &vK, &vGate, &vApe, &vIro, &vPro,
-                       &vCache, status, stream, 1));
+         kpoolCompress(set, &vPooled, &vK, &vGate, &vApe, &vIro, &vPro, &vCache,
+                       status, stream, 1));
 
   /* Capture a step, replay it twice. */
   kpoolEmuBeginCapture(stream);
@@ -180,8 +182,8 @@ int main(int argc, char **argv) {
   before = kpoolEmuKernelLaunchesOf("step");
   kpoolEmuLaunchGraph(graph, stream);
   kpoolEmuLaunchGraph(graph, stream);
-  expect(kpoolEmuKernelLaunchesOf("step") == before + 2 *
-                                                 kpoolEmuGraphLaunches(graph),
+  expect(kpoolEmuKernelLaunchesOf("step") ==
+             before + 2 * kpoolEmuGraphLaunches(graph),
          "two replays run the step's launches twice");
   kpoolKernelSetDestroy(set);
 
@@ -197,8 +199,8 @@ int main(int argc, char **argv) {
 
   /* Another configuration: the JIT compiles it in process. */
   set = NULL;
-  error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, 64, 2,
-                                        0, 0, &set);
+  error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, 64, 2, 0,
+                                        0, &set);
   report("bf16 64 2 on CUDA", error);
   kpoolKernelCacheGetStatistics(&stats, NULL);
   printf("cache: hits %lld, compiled %lld\n", (long long)stats.hits,
@@ -210,10 +212,9 @@ int main(int argc, char **argv) {
     KPoolView p2 = view(pooled, 2, sP2), k2 = view(k, 2, s64),
               g2 = view(gate, 2, s64), a2 = view(ape, 2, sApe2);
     before = kpoolEmuKernelLaunchesOf("kpool_bf16_d64_k2_cuda_compress");
-    report("JIT compress", kpoolCompress(set, &p2, &k2, &g2, &a2, &vIro,
-                                         &vPro, &vCache, NULL, stream, 0));
-    expect(kpoolEmuKernelLaunchesOf("kpool_bf16_d64_k2_cuda_compress") >
-               before,
+    report("JIT compress", kpoolCompress(set, &p2, &k2, &g2, &a2, &vIro, &vPro,
+                                         &vCache, NULL, stream, 0));
+    expect(kpoolEmuKernelLaunchesOf("kpool_bf16_d64_k2_cuda_compress") > before,
            "the JIT's compress kernel ran");
   }
   kpoolKernelSetDestroy(set);
@@ -228,9 +229,8 @@ int main(int argc, char **argv) {
     KPoolError *decoded;
     *status = 0;
     before = kpoolEmuKernelLaunchesOf("compress");
-    word = kpool_bf16_d128_k4_cuda_compress(&vPooled, &vBad, &vGate, &vApe,
-                                            &vIro, &vPro, &vCache, status,
-                                            stream);
+    word = kpool_bf16_d128_k4_cuda_compress(
+        &vPooled, &vBad, &vGate, &vApe, &vIro, &vPro, &vCache, status, stream);
     decoded = kpoolStatusWordError(*status);
     printf("raw entry point: returned 0x%llx, status 0x%llx: %s\n",
            (unsigned long long)word, (unsigned long long)*status,

@@ -20,8 +20,8 @@
 #include "kpool/Conversion/Passes.h"
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "kpool/InitAll.h"
-#include "kpool/Pipelines/Pipelines.h"
 #include "kpool/Kernels/KernelModule.h"
+#include "kpool/Pipelines/Pipelines.h"
 #include "kpool/Runtime/Jit.h"
 #include "kpool/Runtime/KernelSet.h"
 

@@ -53,11 +53,13 @@ int main() {
   config.elementType = KPOOL_F16;
   config.headDim = 32;
   config.kpool = 3;
-  std::shared_ptr<KernelSet> missing = KernelSet::getPrecompiled(config, status);
+  std::shared_ptr<KernelSet> missing =
+      KernelSet::getPrecompiled(config, status);
   std::printf("precompiled f16 32 3: %s\n", status.message().c_str());
   expect(!missing, "f16 32 3 is in no pack");
   std::shared_ptr<KernelSet> jit = KernelSet::get(config, status);
-  std::printf("get f16 32 3: %s\n", status.ok() ? "ok" : status.message().c_str());
+  std::printf("get f16 32 3: %s\n",
+              status.ok() ? "ok" : status.message().c_str());
   cache::Statistics stats = cache::statistics();
   expect(jit && stats.hits + stats.compiled == 1,
          "f16 32 3: compiled by the JIT (or from its disk cache)");

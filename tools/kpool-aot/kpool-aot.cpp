@@ -27,9 +27,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "kpool/ABI/KernelPack.h"
+#include "kpool/Dialect/KPool/IR/StatusWord.h"
 #include "kpool/Kernels/KernelCompile.h"
 #include "kpool/Kernels/KernelModule.h"
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
 #include "kpool/Runtime/KernelABI.h"
 #include "kpool/Runtime/KernelExtents.h"
 #include "kpool/Runtime/KernelPacks.h"
@@ -100,8 +100,9 @@ static cl::opt<std::string>
     cacheScale("scale", cl::desc("pool cache, fp8: absmax or pow2"),
                cl::init("absmax"));
 static cl::opt<bool>
-    pack("pack", cl::desc("write a kernel pack of the --config "
-                          "configurations (link -o into a shared library)"),
+    pack("pack",
+         cl::desc("write a kernel pack of the --config "
+                  "configurations (link -o into a shared library)"),
          cl::init(false));
 static cl::list<std::string> packConfigs(
     "config",
@@ -155,7 +156,8 @@ static std::string extentChecks(const kpool::abi::Kernel &kernel) {
   std::string s;
   raw_string_ostream os(s);
   std::set<char> symbols;
-  for (const abi::Operand &arg : ArrayRef(kernel.operands, kernel.numOperands)) {
+  for (const abi::Operand &arg :
+       ArrayRef(kernel.operands, kernel.numOperands)) {
     if (!arg.rank || arg.kind == abi::Kind::U64)
       continue;
     const char *shape = abi::detail::extentOf(kernel.name, arg.name);
@@ -170,7 +172,8 @@ static std::string extentChecks(const kpool::abi::Kernel &kernel) {
     os << ";\n";
   }
   bool fp8 = cacheFormat().entry == kpool::CacheEntry::FP8;
-  for (const abi::Operand &arg : ArrayRef(kernel.operands, kernel.numOperands)) {
+  for (const abi::Operand &arg :
+       ArrayRef(kernel.operands, kernel.numOperands)) {
     if (!arg.rank || arg.kind == abi::Kind::U64)
       continue;
     StringRef name = arg.name;
@@ -196,11 +199,10 @@ static std::string extentChecks(const kpool::abi::Kernel &kernel) {
       if (dim == "?") {
         os << "  if (" << size << " < 0)\n    " << fail << "\n";
       } else if (dim == "D" || dim == "K" || !dim.getAsInteger(10, fixed)) {
-        int64_t value = dim == "D" ? int64_t(headDim)
+        int64_t value = dim == "D"   ? int64_t(headDim)
                         : dim == "K" ? int64_t(poolSize)
                                      : fixed;
-        os << "  if (" << size << " != " << value << ")\n    " << fail
-           << "\n";
+        os << "  if (" << size << " != " << value << ")\n    " << fail << "\n";
       } else {
         bool plusOne = dim.consume_back("+1");
         char sym = dim.front();
@@ -211,8 +213,7 @@ static std::string extentChecks(const kpool::abi::Kernel &kernel) {
         // What the symbols must also satisfy: the ring holds a pool, a
         // page holds an entry, the batch fits the metadata's 32 bits.
         if (sym == 'R')
-          os << "  if (R < " << int64_t(poolSize) << ")\n    " << fail
-             << "\n";
+          os << "  if (R < " << int64_t(poolSize) << ")\n    " << fail << "\n";
         if (sym == 'P')
           os << "  if (P < 1)\n    " << fail << "\n";
         if (sym == 'B')
@@ -358,8 +359,8 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
         first = false;
       }
     os << ") {\n" << extentChecks(kernel) << "  return 0;\n}\n";
-    os << "static inline uint64_t " << prefix << kernel.name << "("
-       << params() << ") {\n";
+    os << "static inline uint64_t " << prefix << kernel.name << "(" << params()
+       << ") {\n";
     os << "  uint64_t bad = " << prefix << kernel.name << "_extents(";
     first = true;
     for (const abi::Operand &arg : operands(kernel))
@@ -536,13 +537,13 @@ static void addPackTable(Module &module, const std::vector<PackConfig> &configs,
   StructType *configTy = StructType::create(
       ctx, {i32, i32, i64, i64, i64, i32, i32, i32, i32, i32, i32, ptr},
       "KPoolPackConfig");
-  StructType *packTy =
-      StructType::create(ctx, {i32, i32, i64, ptr, ptr, ptr}, "KPoolKernelPack");
+  StructType *packTy = StructType::create(ctx, {i32, i32, i64, ptr, ptr, ptr},
+                                          "KPoolKernelPack");
   auto string = [&](StringRef s) -> Constant * {
     Constant *data = ConstantDataArray::getString(ctx, s);
-    auto *g = new GlobalVariable(module, data->getType(), /*isConstant=*/true,
-                                 GlobalValue::PrivateLinkage, data,
-                                 "kpool.pack.str");
+    auto *g =
+        new GlobalVariable(module, data->getType(), /*isConstant=*/true,
+                           GlobalValue::PrivateLinkage, data, "kpool.pack.str");
     g->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
     return g;
   };
@@ -578,12 +579,12 @@ static void addPackTable(Module &module, const std::vector<PackConfig> &configs,
       ConstantArray::get(configsTy, configValues), "kpool.pack.configs");
   auto *table = new GlobalVariable(
       module, packTy, /*isConstant=*/true, GlobalValue::PrivateLinkage,
-      ConstantStruct::get(
-          packTy, {ConstantInt::get(i32, KPOOL_KERNEL_PACK_VERSION),
-                   ConstantInt::get(i32, configs.size()),
-                   ConstantInt::get(i64, kpool::kernelAbiHash()),
-                   string(KPOOL_VERSION_STRING), string(description),
-                   configArray}),
+      ConstantStruct::get(packTy,
+                          {ConstantInt::get(i32, KPOOL_KERNEL_PACK_VERSION),
+                           ConstantInt::get(i32, configs.size()),
+                           ConstantInt::get(i64, kpool::kernelAbiHash()),
+                           string(KPOOL_VERSION_STRING), string(description),
+                           configArray}),
       "kpool.pack");
   Function *entry = Function::Create(FunctionType::get(ptr, false),
                                      GlobalValue::ExternalLinkage,
@@ -595,8 +596,7 @@ static void addPackTable(Module &module, const std::vector<PackConfig> &configs,
 static bool writeFile(StringRef path, StringRef contents, bool text,
                       std::string &error) {
   std::error_code ec;
-  ToolOutputFile out(path, ec,
-                     text ? sys::fs::OF_Text : sys::fs::OF_None);
+  ToolOutputFile out(path, ec, text ? sys::fs::OF_Text : sys::fs::OF_None);
   if (ec) {
     error = ("cannot write " + path + ": " + ec.message()).str();
     return false;
@@ -706,14 +706,13 @@ static int writePack(mlir::MLIRContext &context, bool cuda) {
     return fail(error);
 
   std::string description = std::string(cuda ? "cuda " : "cpu ");
-  description += cuda ? chip + " " + binaryFormat
-                      : mlir::kpool::describeHostCPU(options);
+  description +=
+      cuda ? chip + " " + binaryFormat : mlir::kpool::describeHostCPU(options);
   description += ":";
   for (const PackConfig &c : configs)
-    description += std::string(" ") +
-                   kpool::elementTypeName(c.type) + "/" +
-                   std::to_string(c.dim) + "/" + std::to_string(c.pool) +
-                   "/" + formatName(c.cache);
+    description += std::string(" ") + kpool::elementTypeName(c.type) + "/" +
+                   std::to_string(c.dim) + "/" + std::to_string(c.pool) + "/" +
+                   formatName(c.cache);
   addPackTable(*linked, configs, cuda, description);
 
   std::string object, ir;

@@ -1,4 +1,4 @@
-/*===- kpool/ABI/CudaImage.h - GPU code with a PTX fallback --------*- C -*-===*\
+/*===- kpool/ABI/CudaImage.h - GPU code with a PTX fallback -------*- C -*-===*\
 |*                                                                            *|
 |* The GPU image kpool's compiler embeds in CUDA host code (kpool-aot, the    *|
 |* JIT, kernel packs) and libkpool_cuda_runtime loads: the kernels as a      *|

@@ -1,4 +1,4 @@
-/*===- kpool/ABI/KernelPack.h - the entry point of a kernel pack ---*- C -*-===*\
+/*===- kpool/ABI/KernelPack.h - the entry point of a kernel pack --*- C -*-===*\
 |*                                                                            *|
 |* A kernel pack is a shared library made by `kpool-aot --pack` that holds   *|
 |* the kernels of one or more configurations (element type, head_dim, kpool, *|

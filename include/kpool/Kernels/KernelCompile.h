@@ -1,4 +1,5 @@
-//===- KernelCompile.h - one configuration's kernels to an object -*- C++ -*-===//
+//===- KernelCompile.h - one configuration's kernels to an object -*- C++
+//-*-===//
 //
 // The one way kpool's kernels are compiled to machine code, shared by
 // kpool-aot (objects, headers and kernel packs) and the JIT
@@ -82,18 +83,20 @@ kernelEntryPoints(const KernelModuleSpec &spec,
 /// in `llvmContext` (not yet optimized: emitObject does that). `context`
 /// must have kpool's and MLIR's dialects and LLVM translations registered
 /// (registerKernelCompileDialects). Null on failure, with `error` set.
-std::unique_ptr<llvm::Module>
-lowerKernels(MLIRContext &context, llvm::LLVMContext &llvmContext,
-             const KernelModuleSpec &spec, const KernelCompileOptions &options,
-             std::string &error);
+std::unique_ptr<llvm::Module> lowerKernels(MLIRContext &context,
+                                           llvm::LLVMContext &llvmContext,
+                                           const KernelModuleSpec &spec,
+                                           const KernelCompileOptions &options,
+                                           std::string &error);
 
 /// The kernels of several specs (distinct symbol prefixes) in one module,
 /// lowered together: one host module, and on the CUDA target one GPU module
 /// for all (a kernel pack).
-std::unique_ptr<llvm::Module>
-lowerKernels(MLIRContext &context, llvm::LLVMContext &llvmContext,
-             ArrayRef<KernelModuleSpec> specs,
-             const KernelCompileOptions &options, std::string &error);
+std::unique_ptr<llvm::Module> lowerKernels(MLIRContext &context,
+                                           llvm::LLVMContext &llvmContext,
+                                           ArrayRef<KernelModuleSpec> specs,
+                                           const KernelCompileOptions &options,
+                                           std::string &error);
 
 /// Optimizes `module` for the host (O3 with the target machine, as the JIT
 /// always did) and emits it as a relocatable object into `object`;

@@ -1,4 +1,5 @@
-//===- KernelObject.h - compiled kernels as a relocatable object -*- C++ -*-===//
+//===- KernelObject.h - compiled kernels as a relocatable object -*- C++
+//-*-===//
 //
 // How kernels compiled at run time reach a KernelSet: a compiler (the JIT,
 // KPoolRuntimeJit) turns a configuration into a relocatable object for this
@@ -63,9 +64,9 @@ struct CompileOptions {
 /// Compiles the kernels of `config` into `object` (for the CUDA target the
 /// host code, with the GPU code embedded; it calls the mgpu* functions of
 /// libkpool_cuda_runtime).
-using ObjectCompiler = std::function<Status(
-    const KernelConfig &config, const CompileOptions &options,
-    KernelObject &object)>;
+using ObjectCompiler =
+    std::function<Status(const KernelConfig &config,
+                         const CompileOptions &options, KernelObject &object)>;
 
 /// Makes `compiler` the object compiler of `target` (replacing an earlier
 /// one; an empty function removes it). Thread-safe.

@@ -292,8 +292,7 @@ bool readImage(LazyModule &module, const void *data, size_t size) {
   const char *bytes = static_cast<const char *>(data);
   for (uint32_t i = 0; i < header.count; ++i) {
     KPoolCudaImageEntry entry;
-    std::memcpy(&entry, bytes + sizeof header + i * sizeof entry,
-                sizeof entry);
+    std::memcpy(&entry, bytes + sizeof header + i * sizeof entry, sizeof entry);
     if (entry.offset > size || entry.size > size - entry.offset)
       return false;
     std::string part(bytes + entry.offset, entry.size);
@@ -316,7 +315,8 @@ bool rejectsCubin(CUresult r) {
   return r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
          r == CUDA_ERROR_INVALID_SOURCE || r == CUDA_ERROR_NOT_SUPPORTED ||
          r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
-         r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_SHARED_OBJECT_INIT_FAILED;
+         r == CUDA_ERROR_INVALID_PTX ||
+         r == CUDA_ERROR_SHARED_OBJECT_INIT_FAILED;
 }
 
 /// Loads NUL-terminated `ptx` with the driver's JIT at `optLevel`, printing
@@ -434,8 +434,7 @@ KPOOL_CUDA_EXPORT void mgpuSetDefaultDevice(int32_t device) {
 /// fatbin, or kpool's ptx+cubin), to load on first use; touches no CUDA.
 KPOOL_CUDA_EXPORT CUmodule mgpuModuleLoad(void *data, size_t size) {
   // cubin and fatbin images carry their size; a CudaImage is read now.
-  return reinterpret_cast<CUmodule>(
-      lazyModule(data, /*jit=*/false, 0, size));
+  return reinterpret_cast<CUmodule>(lazyModule(data, /*jit=*/false, 0, size));
 }
 
 /// Records a NUL-terminated PTX image (format isa), to JIT-compile at

@@ -165,11 +165,11 @@ std::string detail::entryPath(const std::string &dir, const std::string &key) {
   char name[64];
   // Two seeds: 128 bits of name, so that distinct keys never share a file
   // in practice (a shared one would only be a miss: the key is compared).
-  std::snprintf(name, sizeof name, "%016llx%016llx%s",
-                (unsigned long long)hash64(key.data(), key.size()),
-                (unsigned long long)hash64(key.data(), key.size(),
-                                           0x6b706f6f6c2d6b63ull),
-                kSuffix);
+  std::snprintf(
+      name, sizeof name, "%016llx%016llx%s",
+      (unsigned long long)hash64(key.data(), key.size()),
+      (unsigned long long)hash64(key.data(), key.size(), 0x6b706f6f6c2d6b63ull),
+      kSuffix);
   return dir + "/" + name;
 }
 
@@ -270,10 +270,9 @@ Status cache::list(std::vector<EntryInfo> &entries) {
     return Status();
   DIR *d = opendir(dir.c_str());
   if (!d)
-    return errno == ENOENT
-               ? Status()
-               : Status::error("cannot read the cache folder " + dir + ": " +
-                               std::strerror(errno));
+    return errno == ENOENT ? Status()
+                           : Status::error("cannot read the cache folder " +
+                                           dir + ": " + std::strerror(errno));
   while (struct dirent *e = readdir(d)) {
     std::string name = e->d_name;
     if (!endsWith(name, kSuffix))
@@ -306,10 +305,9 @@ Status cache::clear(int64_t *removed) {
     return Status();
   DIR *d = opendir(dir.c_str());
   if (!d)
-    return errno == ENOENT
-               ? Status()
-               : Status::error("cannot read the cache folder " + dir + ": " +
-                               std::strerror(errno));
+    return errno == ENOENT ? Status()
+                           : Status::error("cannot read the cache folder " +
+                                           dir + ": " + std::strerror(errno));
   std::string failed;
   while (struct dirent *e = readdir(d)) {
     std::string name = e->d_name;
@@ -380,8 +378,8 @@ std::string detail::hostCpu() {
   if (maxExt >= 0x80000004) {
     unsigned brand[12];
     for (unsigned i = 0; i < 3; ++i)
-      __cpuid(0x80000002 + i, brand[4 * i], brand[4 * i + 1],
-              brand[4 * i + 2], brand[4 * i + 3]);
+      __cpuid(0x80000002 + i, brand[4 * i], brand[4 * i + 1], brand[4 * i + 2],
+              brand[4 * i + 3]);
     char name[49] = {};
     std::memcpy(name, brand, 48);
     out += std::string(" '") + name + "'";

@@ -14,8 +14,8 @@ namespace kpool::cache::detail {
 
 /// The contents of the entry of `key` in folder `dir`; false when there is
 /// none or it is not whole (`problem` then says why, for a damaged one).
-bool read(const std::string &dir, const std::string &key,
-          std::string &contents, std::string *problem = nullptr);
+bool read(const std::string &dir, const std::string &key, std::string &contents,
+          std::string *problem = nullptr);
 
 /// Stores `contents` under `key` in `dir` (created if missing): written to
 /// a temporary file, then renamed into place. False (and `problem`) when

@@ -174,8 +174,8 @@ bool loadJitPlugin(std::string &why) {
     return fail("the JIT library could not be loaded: " +
                 std::string(e ? e : path));
   }
-  auto entry = reinterpret_cast<const JitPlugin *(*)()>(
-      dlsym(handle, "kpoolJitPlugin"));
+  auto entry =
+      reinterpret_cast<const JitPlugin *(*)()>(dlsym(handle, "kpoolJitPlugin"));
   const JitPlugin *plugin = entry ? entry() : nullptr;
   if (!plugin)
     return fail(path + " has no kpoolJitPlugin entry point");
@@ -312,7 +312,8 @@ std::string kpool::kernelCacheKey(const KernelConfig &c,
     summary += "pool_offsets ";
   summary += "k" + std::to_string(c.kpool);
   if (all && c.cache.entry != CacheEntry::None) {
-    summary += c.cache.entry == CacheEntry::FP8 ? " cache fp8" : " cache element";
+    summary +=
+        c.cache.entry == CacheEntry::FP8 ? " cache fp8" : " cache element";
     summary += c.cache.rotate == CacheRotate::Hadamard ? "-hadamard" : "-none";
     if (c.cache.entry == CacheEntry::FP8)
       summary += c.cache.scale == CacheScale::Pow2 ? "-pow2" : "-absmax";

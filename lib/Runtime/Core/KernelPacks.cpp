@@ -54,12 +54,12 @@ Status configOf(const KPoolPackConfig &c, KernelConfig &config) {
     return Status::error("target " + std::to_string(c.target));
   if (c.cacheEntry < 0 || c.cacheEntry > 2 || c.cacheRotate < 0 ||
       c.cacheRotate > 1 || c.cacheScale < 0 || c.cacheScale > 1)
-    return Status::error("cache format " + std::to_string(c.cacheEntry) +
-                         "/" + std::to_string(c.cacheRotate) + "/" +
+    return Status::error("cache format " + std::to_string(c.cacheEntry) + "/" +
+                         std::to_string(c.cacheRotate) + "/" +
                          std::to_string(c.cacheScale));
   if (c.headDim < 1 || c.kpool < 1)
-    return Status::error("head_dim " + std::to_string(c.headDim) +
-                         ", kpool " + std::to_string(c.kpool));
+    return Status::error("head_dim " + std::to_string(c.headDim) + ", kpool " +
+                         std::to_string(c.kpool));
   config = KernelConfig();
   config.elementType = static_cast<ElementType>(c.elementType);
   config.headDim = c.headDim;

@@ -282,8 +282,8 @@ std::shared_ptr<KernelSet> getOrCreate(const KernelConfig &config,
       }
     }
     std::string jit;
-    if (!found && !(useCompiler &&
-                    detail::compileKernels(config, backend, status, jit)))
+    if (!found &&
+        !(useCompiler && detail::compileKernels(config, backend, status, jit)))
       status = noKernels(config, useCompiler, packs, jit);
   }
   if (!status.ok())

@@ -99,8 +99,8 @@ private:
     const Elf64_Shdr &names = sections[header->e_shstrndx];
     if (s.sh_name >= names.sh_size)
       return "";
-    const char *p = reinterpret_cast<const char *>(data + names.sh_offset +
-                                                   s.sh_name);
+    const char *p =
+        reinterpret_cast<const char *>(data + names.sh_offset + s.sh_name);
     // NUL-terminated inside the table?
     if (!std::memchr(p, 0, names.sh_size - s.sh_name))
       return "";
@@ -136,16 +136,16 @@ private:
   const char *strtab = nullptr;
   size_t strtabSize = 0;
 
-  std::vector<Part> part;          // per section
-  std::vector<uint64_t> address;   // per section, once mapped
-  std::vector<uint64_t> offsetIn;  // per section: offset in its part
+  std::vector<Part> part;         // per section
+  std::vector<uint64_t> address;  // per section, once mapped
+  std::vector<uint64_t> offsetIn; // per section: offset in its part
   size_t partSize[3] = {0, 0, 0};
   size_t partStart[3] = {0, 0, 0};
   std::map<uint32_t, size_t> gotSlot;  // symbol index -> slot
   std::map<uint32_t, size_t> stub;     // symbol index -> stub
   std::map<uint32_t, uint64_t> common; // symbol index -> offset in Data
   size_t stubsAt = 0, gotAt = 0;
-  std::vector<uint64_t> symbolAddr;    // resolved, per symbol
+  std::vector<uint64_t> symbolAddr; // resolved, per symbol
   std::vector<uint8_t> symbolDone;
 
   std::unique_ptr<LoadedObject::Impl> out;
@@ -196,8 +196,7 @@ bool Linker::parse() {
       return fail("the symbol table has a bad entry size or alignment");
     symtab = reinterpret_cast<const Elf64_Sym *>(data + s.sh_offset);
     numSymbols = s.sh_size / sizeof(Elf64_Sym);
-    if (s.sh_link >= numSections ||
-        sections[s.sh_link].sh_type != SHT_STRTAB)
+    if (s.sh_link >= numSections || sections[s.sh_link].sh_type != SHT_STRTAB)
       return fail("the symbol table has no string table");
     const Elf64_Shdr &str = sections[s.sh_link];
     strtab = reinterpret_cast<const char *>(data + str.sh_offset);
@@ -255,8 +254,7 @@ bool Linker::layout() {
     if (s.sh_type != SHT_RELA || s.sh_info >= numSections ||
         part[s.sh_info] == NotLoaded)
       continue;
-    if (s.sh_entsize != sizeof(Elf64_Rela) ||
-        s.sh_offset % alignof(Elf64_Rela))
+    if (s.sh_entsize != sizeof(Elf64_Rela) || s.sh_offset % alignof(Elf64_Rela))
       return fail("a relocation section has a bad entry size or alignment");
     if (s.sh_link >= numSections || sections[s.sh_link].sh_type != SHT_SYMTAB)
       return fail("a relocation section does not use the symbol table");
@@ -347,8 +345,8 @@ bool Linker::symbolAddress(uint32_t index, uint64_t &result) {
   } else if (sym.st_shndx == SHN_ABS) {
     value = sym.st_value;
   } else if (sym.st_shndx == SHN_COMMON) {
-    value = reinterpret_cast<uint64_t>(out->base) + partStart[Data] +
-            common[index];
+    value =
+        reinterpret_cast<uint64_t>(out->base) + partStart[Data] + common[index];
   } else if (sym.st_shndx < numSections && sym.st_shndx != SHN_UNDEF) {
     if (part[sym.st_shndx] == NotLoaded)
       return fail(std::string("symbol '") + name + "' is in section '" +
@@ -373,16 +371,16 @@ bool Linker::placeSymbols() {
   symbolAddr.assign(numSymbols, 0);
   symbolDone.assign(numSymbols, 0);
   // The GOT and the stubs.
-  uint64_t got = reinterpret_cast<uint64_t>(out->base) +
-                 partStart[Constants] + gotAt;
+  uint64_t got =
+      reinterpret_cast<uint64_t>(out->base) + partStart[Constants] + gotAt;
   for (auto &[sym, slot] : gotSlot) {
     uint64_t value;
     if (!symbolAddress(sym, value))
       return false;
     std::memcpy(reinterpret_cast<void *>(got + 8 * slot), &value, 8);
   }
-  uint64_t stubs = reinterpret_cast<uint64_t>(out->base) + partStart[Code] +
-                   stubsAt;
+  uint64_t stubs =
+      reinterpret_cast<uint64_t>(out->base) + partStart[Code] + stubsAt;
   for (auto &[sym, index] : stub) {
     uint8_t *code = reinterpret_cast<uint8_t *>(stubs + kStubSize * index);
     int64_t disp = int64_t(got + 8 * gotSlot.at(sym)) -
@@ -414,10 +412,10 @@ bool Linker::placeSymbols() {
 }
 
 bool Linker::relocate() {
-  uint64_t got = reinterpret_cast<uint64_t>(out->base) +
-                 partStart[Constants] + gotAt;
-  uint64_t stubs = reinterpret_cast<uint64_t>(out->base) + partStart[Code] +
-                   stubsAt;
+  uint64_t got =
+      reinterpret_cast<uint64_t>(out->base) + partStart[Constants] + gotAt;
+  uint64_t stubs =
+      reinterpret_cast<uint64_t>(out->base) + partStart[Code] + stubsAt;
   for (unsigned i = 0; i < numSections; ++i) {
     const Elf64_Shdr &s = sections[i];
     if (s.sh_type != SHT_RELA || s.sh_info >= numSections ||
@@ -474,8 +472,8 @@ bool Linker::relocate() {
       case R_X86_64_PLT32: {
         auto s = stub.find(sym);
         if ((pcrel < INT32_MIN || pcrel > INT32_MAX) && s != stub.end())
-          pcrel = int64_t(stubs + kStubSize * s->second) + addend -
-                  int64_t(place);
+          pcrel =
+              int64_t(stubs + kStubSize * s->second) + addend - int64_t(place);
         if (!put32(pcrel, true))
           return false;
         break;
@@ -483,8 +481,8 @@ bool Linker::relocate() {
       case R_X86_64_GOTPCREL:
       case R_X86_64_GOTPCRELX:
       case R_X86_64_REX_GOTPCRELX: {
-        int64_t v = int64_t(got + 8 * gotSlot.at(sym)) + addend -
-                    int64_t(place);
+        int64_t v =
+            int64_t(got + 8 * gotSlot.at(sym)) + addend - int64_t(place);
         if (!put32(v, true))
           return false;
         break;
@@ -553,9 +551,9 @@ std::unique_ptr<LoadedObject::Impl> Linker::run(std::string &errorOut) {
 
 } // namespace
 
-std::unique_ptr<LoadedObject>
-LoadedObject::load(const void *data, size_t size, const Resolver &resolve,
-                   std::string &error) {
+std::unique_ptr<LoadedObject> LoadedObject::load(const void *data, size_t size,
+                                                 const Resolver &resolve,
+                                                 std::string &error) {
   // The header tables are read in place: copy misaligned input once.
   std::vector<uint8_t> aligned;
   const uint8_t *bytes = static_cast<const uint8_t *>(data);

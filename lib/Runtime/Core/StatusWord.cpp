@@ -54,8 +54,9 @@ Status kpool::statusWordError(uint64_t word) {
             : name + "'s extent in dimension " + std::to_string(dim) +
                   " contradicts the op (the other operands' extents) or "
                   "the kernels' configuration (head_dim, kpool)";
-    return Status::error(what + " (found before the launch, nothing was read "
-                                "or written; status word " +
+    return Status::error(what +
+                         " (found before the launch, nothing was read "
+                         "or written; status word " +
                          hex + ")");
   }
   std::string where =

@@ -69,8 +69,8 @@ Status kpool::compileKernelObject(const KernelConfig &config,
                       options.features + ", " +
                       (ptxas ? "PTX and cubin" : "PTX only (no ptxas)");
   } else {
-    out.description = "kpool-lower-to-llvm for " +
-                      mlir::kpool::describeHostCPU(options);
+    out.description =
+        "kpool-lower-to-llvm for " + mlir::kpool::describeHostCPU(options);
   }
   object = std::move(out);
   return Status();

@@ -40,11 +40,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <functional>
-#include <set>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <unistd.h>
@@ -397,7 +397,10 @@ FakeModule *readModule(const void *data, size_t size, bool ptxText) {
         module->entries = entriesOf(part, e.size);
         ptx = true;
       } else if (e.kind == KPOOL_CUDA_IMAGE_CUBIN) {
-        if (e.size < 4 || std::memcmp(part, "\x7f" "ELF", 4) != 0)
+        if (e.size < 4 || std::memcmp(part,
+                                      "\x7f"
+                                      "ELF",
+                                      4) != 0)
           fail("mgpuModuleLoad: the GPU image's cubin is not an ELF file");
         module->hasCubin = true;
       }
@@ -446,8 +449,8 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
       blockZ < 1 || blockX * blockY * blockZ > 1024 || smem < 0)
     fail("mgpuLaunchKernel: kernel '" + f->name + "': invalid geometry " +
          std::to_string(gridX) + "x" + std::to_string(gridY) + "x" +
-         std::to_string(gridZ) + " blocks of " + std::to_string(blockX) +
-         "x" + std::to_string(blockY) + "x" + std::to_string(blockZ));
+         std::to_string(gridZ) + " blocks of " + std::to_string(blockX) + "x" +
+         std::to_string(blockY) + "x" + std::to_string(blockZ));
   if (!params)
     fail("mgpuLaunchKernel: kernel '" + f->name + "' without parameters");
   std::string name = f->name;
@@ -608,11 +611,11 @@ void *kpoolEmuEndCapture(void *stream) {
   return new std::shared_ptr<gpu::Graph>(gpu::endCapture(stream));
 }
 void kpoolEmuLaunchGraph(void *graph, void *stream) {
-  gpu::launchGraph(**static_cast<std::shared_ptr<gpu::Graph> *>(graph),
-                   stream);
+  gpu::launchGraph(**static_cast<std::shared_ptr<gpu::Graph> *>(graph), stream);
 }
 int64_t kpoolEmuGraphLaunches(void *graph) {
-  return gpu::graphLaunches(**static_cast<std::shared_ptr<gpu::Graph> *>(graph));
+  return gpu::graphLaunches(
+      **static_cast<std::shared_ptr<gpu::Graph> *>(graph));
 }
 void kpoolEmuGraphDestroy(void *graph) {
   delete static_cast<std::shared_ptr<gpu::Graph> *>(graph);
