@@ -166,6 +166,28 @@ def test_neither_says_how(emu):
     assert "the JIT is off" in out
 
 
+def test_default_pack_without_mlir(emu):
+    """With no JIT to load (as on a machine without LLVM/MLIR), the default
+    pack's configurations still work and load neither libMLIR nor libLLVM;
+    another configuration fails saying how to get it."""
+    env = dict(os.environ, KPOOL_JIT_LIBRARY="/nonexistent/libKPoolJit.so",
+               KPOOL_DISABLE_CACHE="1")
+    code = ("import kpool\n"
+            "ks = kpool.KernelSet('f16', 128, 4, target='cuda')\n"
+            "maps = open('/proc/self/maps').read()\n"
+            "print('pack:', ks.target, 'libMLIR' in maps, 'libLLVM' in maps)\n"
+            "try:\n"
+            "    kpool.KernelSet('f16', 96, 4, target='cuda')\n"
+            "except kpool.KPoolError as e:\n"
+            "    print('other:', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert "pack: cuda False False" in out, out
+    assert "other: no kernels for f16, head_dim 96, kpool 4 on the CUDA " \
+        "target" in out, out
+    assert "the JIT library could not be loaded: /nonexistent/" in out, out
+
+
 def test_load_kernel_pack(emu):
     lib_dir = os.path.dirname(_capi.library_path())
     pack = os.path.join(lib_dir, "kpool-packs", "cuda", "kpool_default_cuda.so")
@@ -245,14 +267,19 @@ def test_docs_decode_loop(emu):
     assert kpool.status_error(int(v["status"].host[0])) is None
 
 
-def test_torch_cuda_implementation(emu, monkeypatch):
+@pytest.mark.parametrize("case", ["pack", "jit"])
+def test_torch_cuda_implementation(emu, monkeypatch, case):
     """kpool.torch's CUDA implementations (the functions registered for
     the CUDA dispatch key) with stand-ins for CUDA tensors: the device
     arrays above, with a torch dtype, and torch.cuda.current_stream giving
-    an emulated stream (Debian's torch has no CUDA)."""
+    an emulated stream (Debian's torch has no CUDA). bf16, head_dim 128,
+    kpool 4 comes from the default pack; f16, 64, 2 from the JIT."""
     torch = pytest.importorskip("torch", reason="needs python3-torch")
     import kpool.torch as kt
 
+    dtype, np_dtype, dim, pool = {
+        "pack": (torch.bfloat16, np.uint16, 128, 4),
+        "jit": (torch.float16, np.float16, 64, 2)}[case]
     stream = emu.mgpuStreamCreate()
 
     class FakeTensor(DeviceArray):
@@ -266,21 +293,21 @@ def test_torch_cuda_implementation(emu, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None:
                         Stream())
-    k = FakeTensor((9, D), torch.bfloat16, np.uint16)
-    gate = FakeTensor((9, D), torch.bfloat16, np.uint16)
-    ape = FakeTensor((K, D), torch.float32, np.float32)
+    k = FakeTensor((9, dim), dtype, np_dtype)
+    gate = FakeTensor((9, dim), dtype, np_dtype)
+    ape = FakeTensor((pool, dim), torch.float32, np.float32)
     iro = FakeTensor((3,), torch.int32, np.int32)
     pro = FakeTensor((3,), torch.int32, np.int32)
     cache = FakeTensor((2,), torch.int32, np.int32)
-    pooled = FakeTensor((9 // K + 2, D), torch.bfloat16, np.uint16)
+    pooled = FakeTensor((9 // pool + 2, dim), dtype, np_dtype)
     iro.host[:] = [0, 5, 9]
+    name = f"kpool_{'bf16' if case == 'pack' else 'f16'}_d{dim}_k{pool}_cuda"
     before = emu.kpoolEmuStreamLaunches(stream)
     kt._compress(True)(k, gate, ape, iro, pro, cache, pooled)
     assert emu.kpoolEmuStreamLaunches(stream) > before
-    assert emu.kpoolEmuLastKernel().decode().startswith(
-        "kpool_bf16_d128_k4_cuda_compress")
-    tail = FakeTensor((4, 2, K, D), torch.bfloat16, np.uint16)
+    assert emu.kpoolEmuLastKernel().decode().startswith(name + "_compress")
+    tail = FakeTensor((4, 2, pool, dim), dtype, np_dtype)
     slots = FakeTensor((2,), torch.int32, np.int32)
-    before = emu.launches_of("seed_tail")
+    before = emu.launches_of(name + "_seed_tail")
     kt._seed_tail(True)(tail, k, gate, iro, cache, slots)
-    assert emu.launches_of("seed_tail") > before
+    assert emu.launches_of(name + "_seed_tail") > before
