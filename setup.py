@@ -39,9 +39,10 @@ CUDA_TARGETS = ["kpool_cuda_runtime", "kpool_default_cuda"]
 def version():
     """kpool's version, from the one place it is written."""
     with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
-        m = re.search(r"set\(KPOOL_VERSION\s+([0-9][^\s)]*)\)", f.read())
+        m = re.search(r"project\(kpool\s+VERSION\s+([0-9][^\s)]*)", f.read())
     if not m:
-        raise RuntimeError("KPOOL_VERSION not found in CMakeLists.txt")
+        raise RuntimeError("project(kpool VERSION ...) not found in "
+                           "CMakeLists.txt")
     return m.group(1)
 
 

@@ -27,17 +27,17 @@
 //     whose dense outputs are checked bit for bit against the plain step's
 //     (kpool-gpu-cache-check checks its cache bytes).
 //
-//   kpool-bench-gpu [tokens (default 1048576)] [requests (default 64)]
+//   kpool-bench-gpu [--check] [tokens (default 1048576)] [requests (default
+//   64)]
+//
+// --check runs the checks only, at decode batches 1, 32 and 256, without
+// timing anything: what the lit suite runs through the emulated CUDA driver
+// (test/Integration/GPU/bench-gpu.test).
 //
 //===----------------------------------------------------------------------===//
 
-#ifdef KPOOL_GPU_ON_CPU
-#include "kpool_gpu_cpu_bf16_d128_k4.h"
-#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_absmax.h"
-#else
 #include "kpool_gpu_bf16_d128_k4.h"
 #include "kpool_gpu_bf16_d128_k4_fp8_hadamard_absmax.h"
-#endif
 
 #include "GPU/GpuSupport.h"
 #include "Measure.h"
@@ -80,16 +80,22 @@ View view(const cuda::DeviceBuffer &buf, std::vector<int64_t> sizes) {
 } // namespace
 
 int main(int argc, char **argv) {
+  const bool checkOnly = argc > 1 && std::strcmp(argv[1], "--check") == 0;
+  if (checkOnly) {
+    --argc;
+    ++argv;
+  }
   const int64_t tokens = argc > 1 ? std::atoll(argv[1]) : 1 << 20;
   const int64_t batch = argc > 2 ? std::atoll(argv[2]) : 64;
   if (tokens < 1 || batch < 1 || batch > tokens) {
-    std::fprintf(stderr, "usage: %s [tokens] [requests <= tokens]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--check] [tokens] [requests <= tokens]\n",
+                 argv[0]);
     return 2;
   }
-  KernelSet kernels(KPOOL_GPU_CONFIG(bf16_d128_k4),
-                    KPOOL_GPU_BACKEND(bf16_d128_k4));
-  KernelSet cacheKernels(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_absmax),
-                         KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_absmax));
+  KernelSet kernels(kpool_bf16_d128_k4_cuda_config(),
+                    kpool_bf16_d128_k4_cuda_backend());
+  KernelSet cacheKernels(kpool_bf16_d128_k4_fp8_hadamard_absmax_cuda_config(),
+                         kpool_bf16_d128_k4_fp8_hadamard_absmax_cuda_backend());
   const ElementType type = KPOOL_BF16;
   const int64_t D = 128, K = 4, es = 2;
   const reference::Geometry geometry{type, D, K};
@@ -166,42 +172,44 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    auto t = measure(
-        {[&] { cuda::copy(dst.data(), src.data(), bytes); },
-         [&] {
-           die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV,
-                                Validation::Trust));
-           mgpuStreamSynchronize(nullptr);
-         },
-         [&] {
-           die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV));
-           mgpuStreamSynchronize(nullptr);
-         }},
-        /*rounds=*/9, /*reps=*/10);
-    // Both rates count bytes read plus bytes written: compress reads k and
-    // gate and writes pooled (`bytes`); the copy reads and writes `bytes`.
-    double copyRate = 2.0 * bytes / t[0];
-    std::printf("compress prefill: %lld tokens in %lld requests, %lld pools, "
-                "bf16, head_dim %lld, kpool %lld: %.1f MiB moved (k + gate "
-                "read, pooled written)\n",
-                (long long)tokens, (long long)batch, (long long)pools,
-                (long long)D, (long long)K, bytes / 1048576.0);
-    std::printf("  %-40s %9.3f ms %8.1f GB/s read+written\n",
-                "device-to-device copy of the same bytes", t[0] * 1e3,
-                copyRate / 1e9);
-    const char *names[] = {nullptr, "compress, no validation",
-                           "compress, Validation::Auto"};
-    for (int i = 1; i <= 2; ++i)
-      std::printf("  %-40s %9.3f ms %8.1f GB/s read+written: %.2f of the "
-                  "copy's rate (copy time / compress time %.2f)\n",
-                  names[i], t[i] * 1e3, bytes / t[i] / 1e9,
-                  (bytes / t[i]) / copyRate, t[0] / t[i]);
+    if (!checkOnly) {
+      auto t = measure(
+          {[&] { cuda::copy(dst.data(), src.data(), bytes); },
+           [&] {
+             die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV,
+                                  Validation::Trust));
+             mgpuStreamSynchronize(nullptr);
+           },
+           [&] {
+             die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV));
+             mgpuStreamSynchronize(nullptr);
+           }},
+          /*rounds=*/9, /*reps=*/10);
+      // Both rates count bytes read plus bytes written: compress reads k and
+      // gate and writes pooled (`bytes`); the copy reads and writes `bytes`.
+      double copyRate = 2.0 * bytes / t[0];
+      std::printf("compress prefill: %lld tokens in %lld requests, %lld pools, "
+                  "bf16, head_dim %lld, kpool %lld: %.1f MiB moved (k + gate "
+                  "read, pooled written)\n",
+                  (long long)tokens, (long long)batch, (long long)pools,
+                  (long long)D, (long long)K, bytes / 1048576.0);
+      std::printf("  %-40s %9.3f ms %8.1f GB/s read+written\n",
+                  "device-to-device copy of the same bytes", t[0] * 1e3,
+                  copyRate / 1e9);
+      const char *names[] = {nullptr, "compress, no validation",
+                             "compress, Validation::Auto"};
+      for (int i = 1; i <= 2; ++i)
+        std::printf("  %-40s %9.3f ms %8.1f GB/s read+written: %.2f of the "
+                    "copy's rate (copy time / compress time %.2f)\n",
+                    names[i], t[i] * 1e3, bytes / t[i] / 1e9,
+                    (bytes / t[i]) / copyRate, t[0] / t[i]);
+    }
   }
 
   //===--------------------------------------------------------------------===//
   // The per-call floor.
   //===--------------------------------------------------------------------===//
-  {
+  if (!checkOnly) {
     std::vector<uint32_t> iro = {0, uint32_t(K)}, cache = {0}, pro = {0, 1};
     std::vector<uint8_t> k(kTile.begin(), kTile.begin() + K * D * es),
         g(gTile.begin(), gTile.begin() + K * D * es);
@@ -233,7 +241,10 @@ int main(int argc, char **argv) {
   std::printf("decode step (ring_close + pool_offsets + compress + seed_tail, "
               "1 token per request, metadata already on the device), and the "
               "fused kpool.step:\n");
-  for (int64_t B : {1, 32, 256, 1024}) {
+  const std::vector<int64_t> batches =
+      checkOnly ? std::vector<int64_t>{1, 32, 256}
+                : std::vector<int64_t>{1, 32, 256, 1024};
+  for (int64_t B : batches) {
     std::vector<uint32_t> iro(B + 1), cache(B), slots(B);
     for (int64_t b = 0; b <= B; ++b)
       iro[b] = uint32_t(b);
@@ -346,6 +357,13 @@ int main(int argc, char **argv) {
                      (long long)B);
         return 1;
       }
+    }
+    if (checkOnly) {
+      std::printf("  batch %4lld: the fused step equals the four calls bit "
+                  "for bit, and the cached step's dense outputs the plain "
+                  "step's\n",
+                  (long long)B);
+      continue;
     }
     // A GPU call never validates device-resident metadata (that would be a
     // host round trip): Auto checks shapes only.

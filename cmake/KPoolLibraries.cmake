@@ -30,3 +30,29 @@ function(kpool_project_libraries out)
   endwhile()
   set(${out} ${result} PARENT_SCOPE)
 endfunction()
+
+# kpool_link_project_archives(<target> <root>...)
+#
+# Links into the shared library <target> the project's static libraries
+# that the roots need (kpool_project_libraries), by file and as a group, and
+# libMLIR.so and libLLVM.so for everything else. Not as targets: their link
+# interface names MLIR's static component libraries, and one of those pulled
+# in next to libMLIR.so would be a second copy of MLIR's registries in the
+# process (dialects, passes, TypeIDs). Used by libKPoolCAPI.so and
+# libKPoolPlugin.so.
+function(kpool_link_project_archives target)
+  kpool_project_libraries(libs ${ARGN})
+  set(archives)
+  foreach(lib ${libs})
+    get_target_property(type ${lib} TYPE)
+    if(type STREQUAL "STATIC_LIBRARY")
+      list(APPEND archives $<TARGET_FILE:${lib}>)
+      add_dependencies(${target} ${lib})
+    endif()
+  endforeach()
+  target_link_libraries(${target} PRIVATE
+    "-Wl,--start-group" ${archives} "-Wl,--end-group"
+    MLIR
+    LLVM
+  )
+endfunction()

@@ -161,6 +161,8 @@ install(DIRECTORY
   DESTINATION ${KPOOL_INSTALL_INCLUDE_DIR}
   FILES_MATCHING PATTERN "*.inc"
   PATTERN "CMakeFiles" EXCLUDE)
+install(FILES ${KPOOL_BINARY_DIR}/include/kpool/Version.h
+  DESTINATION ${KPOOL_INSTALL_INCLUDE_DIR}/kpool)
 
 #===------------------------------------------------------------------------===#
 # Documentation

@@ -4,7 +4,8 @@
 # kernels and check every pool (GPU when present, CPU otherwise); then the
 # same for the production pool cache (paged, Hadamard-rotated FP8): the
 # step with its cache assembled for sm_90, and a serving schedule into the
-# cache with every byte checked.
+# cache with every byte checked (on the GPU, or without one the shipped
+# PTX through the emulated CUDA driver).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${KPOOL_BUILD_DIR:-$root/build}"
@@ -27,14 +28,24 @@ assemble() {
   fi
 }
 
-# Runs GPU program $1 when a GPU is there, else its CPU emulation $2.
-on_gpu_or_cpu() {
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
-     && [ -x "$build/bin/$1" ]; then
+have_gpu() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
+}
+
+# Runs GPU program $1 on the GPU when there is one, else through the
+# emulated CUDA driver of test/lib/CudaEmu (the same binary and PTX,
+# executed on the CPU), when this build has it with its PTX executor.
+on_gpu_or_emulated() {
+  if have_gpu && [ -x "$build/bin/$1" ]; then
     "$build/bin/$1"
+  elif [ -x "$build/bin/$1" ] && [ -e "$build/lib/cuda-emu/libcuda.so.1" ] &&
+      grep -q '^KPOOL_CUDA_EMU_EXECUTES:INTERNAL=ON' "$build/CMakeCache.txt"; then
+    echo "   (no GPU here: the shipped PTX through the emulated CUDA driver)"
+    LD_LIBRARY_PATH="$build/lib/cuda-emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      "$build/bin/$1"
   else
-    echo "   (no GPU here: running on the CPU)"
-    "$build/bin/${@:2}"
+    echo "   (no GPU here, and no emulated CUDA driver with its PTX executor in"
+    echo "    this build (it needs the CUDA toolkit): skipped)"
   fi
 }
 
@@ -49,11 +60,16 @@ echo "   $(ls "$out/ptx" | wc -l) kernel modules, PTX in $out/ptx"
 assemble serving_step
 
 echo "== 2. run chunked prefill + decode over a ragged batch"
-on_gpu_or_cpu kpool-gpu-demo kpool-demo --verbose
+if have_gpu && [ -x "$build/bin/kpool-gpu-demo" ]; then
+  "$build/bin/kpool-gpu-demo"
+else
+  echo "   (no GPU here: running on the CPU)"
+  "$build/bin/kpool-demo" --verbose
+fi
 
 echo "== 3. the production pool cache: examples/serving_step_cache.mlir to PTX"
 lower serving_step_cache
 assemble serving_step_cache
 
 echo "== 4. a serving schedule into a paged FP8 cache, every byte checked"
-on_gpu_or_cpu kpool-gpu-cache-check kpool-gpu-cache-check-emulated
+on_gpu_or_emulated kpool-gpu-cache-check

@@ -107,7 +107,8 @@ step() { # name, timeout, command...
 }
 no_gpu=0
 # Case (f), random speculative-decoding schedules: every step allocates and
-# synchronizes, so the device runs fewer than the emulation in the suite.
+# synchronizes, so the device runs 300 (as the suite does through the
+# emulated CUDA driver) rather than the program's 2000.
 step kpool-gpu-check 90 "$pack/kpool-gpu-check" \
   --speculative="${KPOOL_GPU_SPECULATIVE:-300}"
 if [ $no_gpu -eq 1 ]; then

@@ -13,11 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifdef KPOOL_GPU_ON_CPU
-#include "kpool_gpu_cpu_bf16_d128_k4.h"
-#else
 #include "kpool_gpu_bf16_d128_k4.h"
-#endif
 
 #include "GPU/GpuSupport.h"
 #include "Reference/VerifySchedule.h"
@@ -31,12 +27,11 @@ using namespace kpool;
 using namespace kpool::gpu;
 
 int main() {
-  // What the generated kpool_bf16_d128_k4_cuda_register() does.
-  KernelSet::registerPrecompiled(KPOOL_GPU_CONFIG(bf16_d128_k4),
-                                 KPOOL_GPU_BACKEND(bf16_d128_k4));
+  // Registration touches no CUDA.
+  kpool_bf16_d128_k4_cuda_register();
   Status status;
   std::shared_ptr<KernelSet> kernels =
-      KernelSet::getPrecompiled(KPOOL_GPU_CONFIG(bf16_d128_k4), status);
+      KernelSet::getPrecompiled(kpool_bf16_d128_k4_cuda_config(), status);
   if (!kernels) {
     std::fprintf(stderr, "kpool-gpu-demo: %s\n", status.message().c_str());
     return 1;

@@ -1,4 +1,4 @@
-/*===- kpool-c/Packs.h - kernel packs, the kernel cache, version --*- C -*-===*\
+/*===- kpool-c/Packs.h - kernel packs, the kernel cache -----------*- C -*-===*\
 |*                                                                            *|
 |* Where the runtime's kernels come from, beyond the JIT: kernel packs       *|
 |* (shared libraries made by kpool-aot --pack, needing no MLIR), and the     *|
@@ -11,15 +11,13 @@
 #define KPOOL_C_PACKS_H
 
 #include "kpool-c/Runtime.h"
+#include "kpool-c/Version.h" /* kpoolGetVersion */
 
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/// kpool's version, e.g. "0.1.0".
-KPOOL_CAPI_EXPORTED const char *kpoolGetVersion(void);
 
 /// Loads the kernel pack at `path` and registers its configurations, so
 /// that kernel sets of those configurations (kpoolKernelSetCreate*) use its

@@ -84,12 +84,14 @@ kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
                      int64_t kpool, bool openmp, int64_t vectorSize,
                      KPoolKernelSet **result);
 
-/// Like kpoolKernelSetCreate, for `target`. The CPU target JIT-compiles
-/// configurations that have no precompiled kernels; the CUDA target only
-/// takes precompiled kernels registered in the process (kpool-aot
-/// --target=cuda and its generated registration function) and fails with
-/// a message naming the configuration when there are none. `openmp` and
-/// `vectorSize` mean nothing for CUDA (pass false and 0).
+/// Like kpoolKernelSetCreate, for `target`. Either target takes, in order,
+/// kernels registered in the process (kpool-aot's registration functions,
+/// kernel packs: kpoolLoadKernelPack and the packs installed next to the
+/// runtime library), the disk cache of compiled kernels, then the JIT
+/// (libKPoolJit.so, opened from next to the runtime library); a
+/// configuration none of them provides fails with a message naming it and
+/// saying how to get it (kpool-c/Packs.h). `openmp` and `vectorSize` mean
+/// nothing for CUDA (pass false and 0).
 KPOOL_CAPI_EXPORTED KPoolError *
 kpoolKernelSetCreateForTarget(KPoolTarget target, KPoolElementType elementType,
                               int64_t headDim, int64_t kpool, bool openmp,

@@ -1,4 +1,4 @@
-//===- Packs.cpp - C API: kernel packs, the kernel cache, version ---------===//
+//===- Packs.cpp - C API: kernel packs, the kernel cache ------------------===//
 
 #include "kpool-c/Packs.h"
 
@@ -11,8 +11,6 @@
 struct KPoolError {
   std::string message;
 };
-
-const char *kpoolGetVersion(void) { return kpool::version(); }
 
 KPoolError *kpoolLoadKernelPack(const char *path, int64_t *numConfigurations) {
   if (numConfigurations)

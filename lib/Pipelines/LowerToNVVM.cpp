@@ -241,6 +241,8 @@ struct MergeGPUModules
 LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
                                               const KPoolToNVVMPipelineOptions &options,
                                               std::string *error) {
+  if (failed(checkPipelineAnchor(pm, "kpool-lower-to-nvvm", error)))
+    return failure();
   std::string message;
   if (failed(verifyLowerToNVVMOptions(options, message))) {
     if (error)

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -41,9 +42,27 @@ LogicalResult kpool::verifyLowerToLLVMOptions(const KPoolToLLVMPipelineOptions &
   return success();
 }
 
+LogicalResult kpool::checkPipelineAnchor(const OpPassManager &pm,
+                                         StringRef pipeline,
+                                         std::string *error) {
+  std::optional<StringRef> anchor = pm.getOpName();
+  if (!anchor || *anchor == ModuleOp::getOperationName())
+    return success();
+  if (error)
+    *error =
+        (pipeline +
+         " must be nested in 'builtin.module' (it bufferizes "
+         "and converts whole modules), got a pass manager on '" +
+         *anchor + "'; e.g. -pass-pipeline='builtin.module(" + pipeline + ")'")
+            .str();
+  return failure();
+}
+
 LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
                                               const KPoolToLLVMPipelineOptions &options,
                                               std::string *error) {
+  if (failed(checkPipelineAnchor(pm, "kpool-lower-to-llvm", error)))
+    return failure();
   std::string message;
   if (failed(verifyLowerToLLVMOptions(options, message))) {
     if (error)

@@ -13,6 +13,13 @@ rounded add), one division and one rounding to the element type at the end.
 numpy's ``exp`` is not the kernels' polynomial, so results agree within a few
 units in the last place, not bit for bit.
 
+Subnormal weights (docs/semantics.md, "Subnormal weights"): a weight
+``exp(z_m - M)`` below ``2^-126`` is flushed to zero or kept, as the backend
+does; ``subnormal_weights`` says which (``"flush"``, the CPU kernels' rule
+and the default, or ``"keep"``, the GPU kernels'; :data:`SUBNORMAL_WEIGHTS`
+maps backends to their rule). A flushed weight is one whose float32 argument
+``z_m - M`` is below ``-126 ln 2``.
+
 The runtime guards of the contract are modelled too: reversed or overlong rows
 bring no tokens, a slot at or past ``max_slots`` neither reads nor writes the
 ring, a request writes only its own pooled rows that exist, and
@@ -29,6 +36,7 @@ import numpy as np
 from .types import element_type, from_f32, to_f32
 
 __all__ = [
+    "SUBNORMAL_WEIGHTS",
     "pool_function",
     "pool_sequence",
     "pool_counts",
@@ -44,22 +52,42 @@ __all__ = [
 ]
 
 
+#: What each backend's kernels do with softmax weights below 2^-126.
+SUBNORMAL_WEIGHTS = {"cpu": "flush", "cuda": "keep"}
+
+#: The float32 just above -126 ln 2: a weight exp(x) is below 2^-126
+#: exactly when the float32 argument x is below it.
+_FLUSH_BELOW = np.float32(-87.33654022216796875)
+
+
+def _weights(x, subnormal_weights):
+    """exp(x) of float32 arguments under a subnormal-weight rule."""
+    if subnormal_weights not in ("flush", "keep"):
+        raise ValueError("subnormal_weights must be 'flush' or 'keep', got "
+                         f"{subnormal_weights!r}")
+    e = np.exp(x).astype(np.float32)
+    if subnormal_weights == "flush":
+        e = np.where(x < _FLUSH_BELOW, np.float32(0), e).astype(np.float32)
+    return e
+
+
 def _u32(values):
     return [int(v) & 0xFFFFFFFF for v in np.asarray(values).reshape(-1)]
 
 
-def pool_function(keys, gates, ape, etype=None):
+def pool_function(keys, gates, ape, etype=None, subnormal_weights="flush"):
     """Pools member rows: ``keys``, ``gates`` ``[..., K, D]`` -> ``[..., D]``.
 
     Member ``m`` uses ``ape[m]`` (``ape`` is ``[K, D]`` float32). The result
-    has the element type of ``keys`` (or ``etype``).
+    has the element type of ``keys`` (or ``etype``). ``subnormal_weights``:
+    ``"flush"`` (the CPU kernels) or ``"keep"`` (the GPU kernels).
     """
     etype = element_type(etype if etype is not None else np.asarray(keys).dtype)
     k = to_f32(keys, etype)
     z = to_f32(gates, etype) + np.asarray(ape, dtype=np.float32)
     kpool = z.shape[-2]
     m = z.max(axis=-2, keepdims=True)
-    e = np.exp(z - m).astype(np.float32)
+    e = _weights((z - m).astype(np.float32), subnormal_weights)
     total = e[..., 0, :]
     acc = e[..., 0, :] * k[..., 0, :]
     for j in range(1, kpool):
@@ -68,7 +96,7 @@ def pool_function(keys, gates, ape, etype=None):
     return from_f32(acc / total, etype)
 
 
-def pool_sequence(keys, gates, ape, etype=None):
+def pool_sequence(keys, gates, ape, etype=None, subnormal_weights="flush"):
     """Every complete pool of one whole sequence (``[T, D]``): ``[T//K, D]``."""
     keys = np.asarray(keys)
     gates = np.asarray(gates)
@@ -77,7 +105,8 @@ def pool_sequence(keys, gates, ape, etype=None):
     shape = (count, kpool, dim)
     return pool_function(keys[:count * kpool].reshape(shape),
                          gates[:count * kpool].reshape(shape), ape,
-                         etype if etype is not None else keys.dtype)
+                         etype if etype is not None else keys.dtype,
+                         subnormal_weights)
 
 
 def _rows(iro, b, num_rows):
@@ -115,7 +144,7 @@ def pool_offsets(input_row_offsets, cache_lengths, kpool):
 
 
 def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
-             out=None):
+             out=None, subnormal_weights="flush"):
     """kpool.compress. Returns ``pooled`` (``out`` updated in place, or a new
     zero-filled ``[pool_row_offsets[B], D]`` array)."""
     k = np.asarray(k)
@@ -139,7 +168,8 @@ def compress(k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths,
             if row >= pro[b + 1] or row >= out.shape[0]:
                 break
             members = slice(s + skip + j * kpool, s + skip + (j + 1) * kpool)
-            out[row] = pool_function(k[members], gate[members], ape, k.dtype)
+            out[row] = pool_function(k[members], gate[members], ape, k.dtype,
+                                     subnormal_weights)
     return out
 
 
@@ -171,7 +201,7 @@ def seed_tail(tail, k, gate, input_row_offsets, cache_lengths, slot_idx,
 
 
 def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
-               num_requests=None):
+               num_requests=None, subnormal_weights="flush"):
     """kpool.ring_close. Returns ``(pooled [B, D], closed_pool [B] int32)``."""
     k = np.asarray(k)
     gate = np.asarray(gate)
@@ -197,7 +227,8 @@ def ring_close(tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx,
         keys = np.concatenate([tail[slot, 0, rows], k[s:s + kpool - held]])
         gates = np.concatenate([tail[slot, 1, rows],
                                 gate[s:s + kpool - held]])
-        pooled[b] = pool_function(keys, gates, ape, k.dtype)
+        pooled[b] = pool_function(keys, gates, ape, k.dtype,
+                                  subnormal_weights)
         closed[b] = np.int64(c // kpool).astype(np.int32)
     return pooled, closed
 

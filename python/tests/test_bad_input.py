@@ -127,14 +127,11 @@ def test_step_requests_zero_d_rows():
 
 
 def test_module_pool_offsets_compiles_only_the_scan():
-    # A kpool no kernel set uses: only the scan is compiled, quickly.
-    start = time.perf_counter()
+    # A kpool no kernel set uses: only the scan is compiled.
     got = kpool.pool_offsets([0, 9, 14], [0, 3], 97)
-    elapsed = time.perf_counter() - start
     assert got.tolist() == [0, 0, 0]
     assert not any(key[2] == 97 and key[0] != "offsets"
                    for key in kpool.runtime._sets)
-    assert elapsed < 5, elapsed
     with pytest.raises(TypeError, match=r"pool_offsets: 'kpool' must be an "
                                         r"integer"):
         kpool.pool_offsets([0, 1], [0], 4.5)
@@ -250,20 +247,18 @@ def test_large_kpool_members_as_a_loop(rng, kpool_):
     chunk = kpool_ // 2 + 1
     schedule = [{2: chunk}, {2: kpool_ + 3}] + [{2: 1}] * 3
     schedule.append({2: n - sum(c[2] for c in schedule)})
-    start = time.perf_counter()
     run_schedule(rng, schedule, {2: n}, dim=8, kpool_=kpool_, etype="f32",
                  signed=True)
     run_schedule(rng, [{0: n}], {0: n}, dim=8, kpool_=kpool_, etype="bf16")
-    assert time.perf_counter() - start < 30
 
 
-def test_large_kpool_compiles_fast():
-    """Compile time is flat in kpool (one small loop per pooled row)."""
+def test_large_kpool_compiles():
+    """Large pools compile (one member loop per pooled row, not kpool
+    unrolled members: test/Conversion/KPoolToLinalg/unroll-members.mlir
+    checks the loop; no timing here, speed belongs in benchmarks)."""
     for kpool_ in (4096, 2**20):
-        start = time.perf_counter()
-        kpool.KernelSet("f32", 8, kpool_)
-        elapsed = time.perf_counter() - start
-        assert elapsed < 5, (kpool_, elapsed)
+        ks = kpool.KernelSet("f32", 8, kpool_)
+        assert ks.kpool == kpool_
 
 
 def test_metadata_beyond_64_bits():

@@ -1,14 +1,18 @@
-"""CUDA kernel sets from Python on the mgpu-level emulation.
+"""CUDA kernel sets from Python on the emulated CUDA driver.
 
-Runs only under test/Python/cuda-emulated.test, which puts the emulation of
-the CUDA layer (test/lib/GPU/FakeCudaRuntime.cpp built as
-libkpool_cuda_runtime.so) first in LD_LIBRARY_PATH and sets
-KPOOL_TEST_MGPU_EMU=1: the default kernel pack's kernels and the JIT's
-(compiled in this process) are loaded, their GPU modules registered and
-loaded, their launches checked and counted on the caller's stream, captured
-and replayed -- but not executed (the emulation runs no PTX; what they
-compute is checked where PTX runs, under the PTX-executing emulated driver).
-Device arrays are stand-ins: host memory behind __cuda_array_interface__.
+Runs only under test/Python/cuda-emulated.test, which puts the emulated
+CUDA driver (test/lib/CudaEmu, <build>/lib/cuda-emu/libcuda.so.1) first in
+LD_LIBRARY_PATH and sets KPOOL_TEST_CUDA_EMU=1. The driver executes the
+kernels' PTX: the default kernel pack's kernels and the JIT's (compiled in
+this process) run on device memory, their results compared with the CPU
+kernel set of the same configuration; module loads in prepare, launches on
+the caller's stream, capture and replay, docs/python.md's CUDA-graph decode
+loop and kpool.torch's CUDA implementation (with stand-ins for CUDA
+tensors) run as they would on a GPU. The emulated driver's introspection
+(test/lib/CudaEmu/Introspection.h) counts loads and launches.
+
+Device memory and copies come from kpool's CUDA layer
+(libkpool_cuda_runtime.so, mgpu*), graphs from the driver API.
 """
 
 import ctypes
@@ -24,59 +28,126 @@ import kpool.cache
 from kpool import _capi
 
 pytestmark = pytest.mark.skipif(
-    os.environ.get("KPOOL_TEST_MGPU_EMU") != "1",
-    reason="needs the mgpu-level CUDA emulation first in LD_LIBRARY_PATH "
+    os.environ.get("KPOOL_TEST_CUDA_EMU") != "1",
+    reason="needs the emulated CUDA driver first in LD_LIBRARY_PATH "
            "(test/Python/cuda-emulated.test runs this file)")
 
 D, K = 128, 4
 
 
 class Emu:
-    """The emulation's functions (mgpu* and its kpoolEmu* test interface)."""
+    """kpool's CUDA layer (mgpu*), the driver's graph calls and the
+    emulated driver's introspection."""
 
     def __init__(self):
-        lib = ctypes.CDLL("libkpool_cuda_runtime.so")
-        assert lib.kpoolEmuIsEmulated() == 1
-        vp, i64 = ctypes.c_void_p, ctypes.c_int64
-        for name, res, args in [
-                ("mgpuStreamCreate", vp, []),
-                ("mgpuMemAlloc", vp, [ctypes.c_uint64, vp, ctypes.c_bool]),
-                ("kpoolEmuKernelLaunches", i64, []),
-                ("kpoolEmuKernelLaunchesOf", i64, [ctypes.c_char_p]),
-                ("kpoolEmuLastKernel", ctypes.c_char_p, []),
-                ("kpoolEmuModulesRegistered", i64, []),
-                ("kpoolEmuModuleLoads", i64, []),
-                ("kpoolEmuStreamLaunches", i64, [vp]),
-                ("kpoolEmuBeginCapture", None, [vp]),
-                ("kpoolEmuEndCapture", vp, [vp]),
-                ("kpoolEmuLaunchGraph", None, [vp, vp]),
-                ("kpoolEmuGraphLaunches", i64, [vp])]:
+        lib_dir = os.path.dirname(_capi.library_path())
+        rt = ctypes.CDLL(os.path.join(lib_dir, "libkpool_cuda_runtime.so"))
+        cu = ctypes.CDLL("libcuda.so.1")
+        assert hasattr(cu, "kpoolEmuKernelLaunches"), \
+            "libcuda.so.1 is not the emulated CUDA driver"
+        vp, i64p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)
+        for lib, name, res, args in [
+                (rt, "mgpuStreamCreate", vp, []),
+                (rt, "mgpuStreamSynchronize", None, [vp]),
+                (rt, "mgpuMemAlloc", vp, [ctypes.c_uint64, vp,
+                                          ctypes.c_bool]),
+                (rt, "mgpuMemcpy", None, [vp, vp, ctypes.c_size_t, vp]),
+                (cu, "kpoolEmuStreamLaunches", ctypes.c_int, [vp, i64p]),
+                (cu, "kpoolEmuModuleLoads", ctypes.c_int, [i64p, i64p,
+                                                           i64p]),
+                (cu, "kpoolEmuLaunches", ctypes.c_int, [i64p, i64p, i64p]),
+                (cu, "kpoolEmuKernelLaunches", ctypes.c_int,
+                 [ctypes.c_char_p, i64p]),
+                (cu, "cuStreamBeginCapture_v2", ctypes.c_int,
+                 [vp, ctypes.c_int]),
+                (cu, "cuStreamEndCapture", ctypes.c_int,
+                 [vp, ctypes.POINTER(vp)]),
+                (cu, "cuGraphInstantiateWithFlags", ctypes.c_int,
+                 [ctypes.POINTER(vp), vp, ctypes.c_ulonglong]),
+                (cu, "cuGraphGetNodes", ctypes.c_int,
+                 [vp, vp, ctypes.POINTER(ctypes.c_size_t)]),
+                (cu, "cuGraphLaunch", ctypes.c_int, [vp, vp])]:
             f = getattr(lib, name)
             f.restype, f.argtypes = res, args
-        self.lib = lib
+        self.rt, self.cu = rt, cu
+        # The driver initialized and the primary context current in this
+        # thread, as torch.cuda makes it (graphs need a current context).
+        device, context = ctypes.c_int(), ctypes.c_void_p()
+        assert cu.cuInit(0) == 0
+        assert cu.cuDeviceGet(ctypes.byref(device), 0) == 0
+        assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0
+        assert cu.cuCtxSetCurrent(context) == 0
 
-    def __getattr__(self, name):
-        return getattr(self.lib, name)
+    def stream(self):
+        return self.rt.mgpuStreamCreate()
+
+    @staticmethod
+    def _count(fn, *args):
+        n = ctypes.c_int64(-1)
+        assert fn(*args, ctypes.byref(n)) == 0
+        return n.value
+
+    def stream_launches(self, stream):
+        """Kernel launches executed on `stream` so far."""
+        return self._count(self.cu.kpoolEmuStreamLaunches, stream)
 
     def launches_of(self, part):
-        return self.lib.kpoolEmuKernelLaunchesOf(part.encode())
+        """Launches executed so far of kernels whose name contains
+        `part` ("" for all)."""
+        return self._count(self.cu.kpoolEmuKernelLaunches, part.encode())
+
+    def launches(self):
+        return self._count(lambda out: self.cu.kpoolEmuLaunches(out, None,
+                                                                 None))
+
+    def module_loads(self):
+        return self._count(lambda out: self.cu.kpoolEmuModuleLoads(
+            out, None, None))
+
+    def capture(self, stream, calls):
+        """Runs `calls()` under a stream capture; returns the instantiated
+        graph and its number of kernel nodes."""
+        graph, exec_ = ctypes.c_void_p(), ctypes.c_void_p()
+        assert self.cu.cuStreamBeginCapture_v2(stream, 0) == 0  # global
+        calls()
+        assert self.cu.cuStreamEndCapture(stream, ctypes.byref(graph)) == 0
+        assert self.cu.cuGraphInstantiateWithFlags(ctypes.byref(exec_),
+                                                   graph, 0) == 0
+        nodes = ctypes.c_size_t(0)
+        assert self.cu.cuGraphGetNodes(graph, None, ctypes.byref(nodes)) == 0
+        return exec_, nodes.value
+
+    def replay(self, graph, stream):
+        assert self.cu.cuGraphLaunch(graph, stream) == 0
 
 
 class DeviceArray:
-    """Emulated device memory (mgpuMemAlloc) behind the CUDA array interface
-    (v3); `host` is a numpy view of it, for filling and reading."""
+    """Device memory (kpool's CUDA layer) behind the CUDA array interface
+    (v3), with a host copy: `upload` copies it there, `download` back, each
+    in order on the stream."""
 
-    def __init__(self, emu, shape, dtype):
-        dtype = np.dtype(dtype)
-        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        self.address = emu.mgpuMemAlloc(max(n, 1), None, False)
-        buf = (ctypes.c_char * max(n, 1)).from_address(self.address)
-        self.host = np.frombuffer(buf, dtype, count=n // dtype.itemsize
-                                  ).reshape(shape)
-        self.host[...] = 0
+    def __init__(self, emu, host, stream):
+        self.emu, self.stream = emu, stream
+        self.host = np.ascontiguousarray(host)
+        self.address = emu.rt.mgpuMemAlloc(max(self.host.nbytes, 1), None,
+                                           False)
+        self.shape, self.dtype = self.host.shape, self.host.dtype
+        self.upload()
         self.__cuda_array_interface__ = {
-            "shape": tuple(shape), "typestr": dtype.str,
+            "shape": self.host.shape, "typestr": self.host.dtype.str,
             "data": (self.address, False), "strides": None, "version": 3}
+
+    def upload(self):
+        self.emu.rt.mgpuMemcpy(self.address, self.host.ctypes.data,
+                               self.host.nbytes, self.stream)
+        self.emu.rt.mgpuStreamSynchronize(self.stream)
+
+    def download(self):
+        out = np.empty_like(self.host)
+        self.emu.rt.mgpuMemcpy(out.ctypes.data, self.address, out.nbytes,
+                               self.stream)
+        self.emu.rt.mgpuStreamSynchronize(self.stream)
+        return out
 
 
 @pytest.fixture(scope="module")
@@ -85,61 +156,73 @@ def emu():
     return Emu()
 
 
-def decode_operands(emu, batch=2, tokens=9, dim=D, pool=K, etype=np.uint16):
-    """Device arrays for compress/step: B requests over `tokens` rows."""
-    a = {
-        "k": DeviceArray(emu, (tokens, dim), etype),
-        "gate": DeviceArray(emu, (tokens, dim), etype),
-        "ape": DeviceArray(emu, (pool, dim), np.float32),
-        "iro": DeviceArray(emu, (batch + 1,), np.int32),
-        "pro": DeviceArray(emu, (batch + 1,), np.int32),
-        "cache": DeviceArray(emu, (batch,), np.int32),
-        "slots": DeviceArray(emu, (batch,), np.int32),
-        "pooled": DeviceArray(emu, (tokens // pool + batch, dim), etype),
-        "closed": DeviceArray(emu, (batch, dim), etype),
-        "closed_pool": DeviceArray(emu, (batch,), np.int32),
-        "tail": DeviceArray(emu, (8, 2, pool, dim), etype),
-        "status": DeviceArray(emu, (1,), np.uint64),
-    }
-    a["iro"].host[:] = np.linspace(0, tokens, batch + 1).astype(np.int32)
-    a["slots"].host[:] = np.arange(batch)
-    return a
+def max_ulps(got, want, etype):
+    return int(kpool.ulp_distance(got, want, etype).max(initial=0))
+
+
+def compress_operands(etype, dim, pool, seed=0):
+    """Host operands of one compress call: two requests of 9 and 14 tokens
+    (cached 0 and 5), positive keys so that ulps of the result mean
+    something."""
+    rng = np.random.default_rng(seed + dim * 7 + pool)
+    rows = 23
+    iro = np.array([0, 9, rows], np.uint32)
+    cache = np.array([0, 5], np.uint32)
+    return {
+        "k": kpool.from_f32(rng.uniform(0.25, 2, (rows, dim)).astype(
+            np.float32), etype),
+        "gate": kpool.from_f32((rng.standard_normal((rows, dim)) * 4).astype(
+            np.float32), etype),
+        "ape": (rng.standard_normal((pool, dim)) * 2).astype(np.float32),
+        "iro": iro, "cache": cache,
+        "pro": kpool.pool_offsets(iro, cache, pool).astype(np.uint32)}
+
+
+def check_compress(emu, ks, etype, dim, pool, kernel):
+    """compress on `ks` (CUDA) against the CPU kernel set."""
+    host = compress_operands(etype, dim, pool)
+    expected = kpool.KernelSet(etype, dim, pool).compress(
+        host["k"], host["gate"], host["ape"], host["iro"], host["pro"],
+        host["cache"])
+    stream = emu.stream()
+    ks.prepare(stream)
+    d = {n: DeviceArray(emu, a, stream) for n, a in host.items()}
+    d["out"] = DeviceArray(emu, np.zeros_like(expected), stream)
+    launches, of_kernel = emu.stream_launches(stream), emu.launches_of(kernel)
+    got = ks.compress(d["k"], d["gate"], d["ape"], d["iro"], d["pro"],
+                      d["cache"], out=d["out"], stream=stream)
+    assert got is d["out"]                    # the caller's object
+    pooled = d["out"].download()
+    assert emu.stream_launches(stream) > launches
+    assert emu.launches_of(kernel) > of_kernel
+    assert expected.shape[0] > 0
+    assert max_ulps(pooled, expected, etype) <= 4
 
 
 def test_default_pack_set(emu):
     """bf16, head_dim 128, kpool 4 comes from the default pack: nothing is
-    compiled; its modules load in prepare; compress runs on the stream."""
+    compiled; its modules load in prepare, none after; compress runs on the
+    caller's stream and computes what the CPU set does."""
     before = kpool.cache.statistics()
     ks = kpool.KernelSet("bf16", D, K, target="cuda")
     after = kpool.cache.statistics()
     assert after.compiled == before.compiled and after.hits == before.hits
-    assert emu.kpoolEmuModulesRegistered() > 0
-    stream = emu.mgpuStreamCreate()
-    ks.prepare(stream)
-    assert emu.kpoolEmuModuleLoads() == 1
-    a = decode_operands(emu)
-    launches = emu.kpoolEmuStreamLaunches(stream)
-    got = ks.compress(a["k"], a["gate"], a["ape"], a["iro"], a["pro"],
-                      a["cache"], out=a["pooled"], stream=stream)
-    assert got is a["pooled"]                 # the caller's object
-    assert emu.kpoolEmuStreamLaunches(stream) > launches
-    assert emu.kpoolEmuLastKernel().decode().startswith(
-        "kpool_bf16_d128_k4_cuda_compress")
+    loads = emu.module_loads()
+    ks.prepare(emu.stream())
+    assert emu.module_loads() > loads
+    loads = emu.module_loads()
+    check_compress(emu, ks, "bf16", D, K, "kpool_bf16_d128_k4_cuda_compress")
+    assert emu.module_loads() == loads
 
 
 def test_jit_set(emu):
     """A configuration in no pack is compiled by the JIT in this process
-    (or read from its disk cache)."""
+    (or read from its disk cache), and its kernels compute."""
     before = kpool.cache.statistics()
     ks = kpool.KernelSet("f16", 64, 2, target="cuda")
     after = kpool.cache.statistics()
     assert (after.compiled - before.compiled) + (after.hits - before.hits) == 1
-    stream = emu.mgpuStreamCreate()
-    a = decode_operands(emu, dim=64, pool=2, etype=np.float16)
-    n = emu.launches_of("kpool_f16_d64_k2_cuda_compress")
-    ks.compress(a["k"], a["gate"], a["ape"], a["iro"], a["pro"], a["cache"],
-                out=a["pooled"], stream=stream)
-    assert emu.launches_of("kpool_f16_d64_k2_cuda_compress") > n
+    check_compress(emu, ks, "f16", 64, 2, "kpool_f16_d64_k2_cuda_compress")
 
 
 def test_pool_cache_format_from_pack(emu):
@@ -200,114 +283,120 @@ def test_load_kernel_pack(emu):
         kpool.load_kernel_pack(os.path.join(lib_dir, "no-such-pack.so"))
 
 
-def test_capture_and_replay(emu):
-    """A step captured on a stream runs nothing; each replay runs its
-    launches; prepare before the capture keeps module loading out of it."""
-    ks = kpool.KernelSet("bf16", D, K, target="cuda")
-    stream = emu.mgpuStreamCreate()
-    ks.prepare(stream)
-    a = decode_operands(emu)
-    emu.kpoolEmuBeginCapture(stream)
-    launched = emu.kpoolEmuKernelLaunches()
-    ks.step(a["tail"], a["k"], a["gate"], a["ape"], a["iro"], a["cache"],
-            a["slots"], pooled=a["pooled"], closed=a["closed"],
-            closed_pool=a["closed_pool"], pool_row_offsets=a["pro"],
-            stream=stream, status=a["status"])
-    graph = emu.kpoolEmuEndCapture(stream)
-    assert emu.kpoolEmuKernelLaunches() == launched
-    per_replay = emu.kpoolEmuGraphLaunches(graph)
-    assert per_replay >= 1
-    for _ in range(3):
-        emu.kpoolEmuLaunchGraph(graph, stream)
-    assert emu.kpoolEmuKernelLaunches() == launched + 3 * per_replay
-
-
 def test_docs_decode_loop(emu):
-    """docs/python.md's decode loop under graph capture, with the
-    emulation's streams and graphs standing in for torch.cuda's: the same
-    calls in the same order, the inputs and metadata rewritten in place
-    between replays, the status word read at the end."""
-    B, SLOTS, T = 8, 64, 8
+    """docs/python.md's decode loop under CUDA-graph capture: the same
+    sizes, calls and order, with the emulated driver's streams and graphs
+    standing in for torch.cuda's. A captured step runs nothing; each replay
+    runs the graph's kernels, with k, gate and the cache lengths rewritten
+    in place between replays; every replay's outputs and the ring equal the
+    CPU kernel set's step on the same inputs (closed rows within 4 ulps);
+    the status word stays 0."""
+    SLOTS, B = 64, 8
+    T = B
+    rng = np.random.default_rng(5)
     ks = kpool.KernelSet("bf16", D, K, target="cuda")
-    arrays = {
-        "ape": DeviceArray(emu, (K, D), np.float32),
-        "tail": DeviceArray(emu, (SLOTS, 2, K, D), np.uint16),
-        "k": DeviceArray(emu, (T, D), np.uint16),
-        "gate": DeviceArray(emu, (T, D), np.uint16),
-        "iro": DeviceArray(emu, (B + 1,), np.int32),
-        "cache": DeviceArray(emu, (B,), np.int32),
-        "slots": DeviceArray(emu, (B,), np.int32),
-        "pooled": DeviceArray(emu, (T // K + B, D), np.uint16),
-        "closed": DeviceArray(emu, (B, D), np.uint16),
-        "closed_pool": DeviceArray(emu, (B,), np.int32),
-        "pro": DeviceArray(emu, (B + 1,), np.int32),
-        "status": DeviceArray(emu, (1,), np.int64),
-    }
-    v = {n: a for n, a in arrays.items()}
-    v["iro"].host[:] = np.arange(B + 1)
-    v["slots"].host[:] = np.arange(B)
-    stream = emu.mgpuStreamCreate()
-    ks.prepare(stream)
-    emu.kpoolEmuBeginCapture(stream)
-    ks.step(v["tail"], v["k"], v["gate"], v["ape"], v["iro"], v["cache"],
-            v["slots"], pooled=v["pooled"], closed=v["closed"],
-            closed_pool=v["closed_pool"], pool_row_offsets=v["pro"],
-            stream=stream, status=v["status"])
-    graph = emu.kpoolEmuEndCapture(stream)
-    steps = emu.launches_of("step")
-    rng = np.random.default_rng(1)
-    for n in range(5):
-        v["k"].host[:] = rng.integers(0, 1 << 16, (T, D))   # in place
-        v["gate"].host[:] = rng.integers(0, 1 << 16, (T, D))
-        emu.kpoolEmuLaunchGraph(graph, stream)
-        v["cache"].host[:] += 1
-    assert emu.launches_of("step") == steps + 5 * emu.kpoolEmuGraphLaunches(
-        graph)
-    assert int(v["status"].host[0]) == 0
-    assert kpool.status_error(int(v["status"].host[0])) is None
+    cpu = kpool.KernelSet("bf16", D, K)
+    stream = emu.stream()
+    host = {
+        "ape": (rng.standard_normal((K, D)) * 2).astype(np.float32),
+        "tail": np.zeros((SLOTS, 2, K, D), np.uint16),
+        "k": np.zeros((T, D), np.uint16), "gate": np.zeros((T, D), np.uint16),
+        "iro": np.arange(B + 1, dtype=np.int32),
+        "cache": np.zeros(B, np.int32),
+        "slots": np.arange(B, dtype=np.int32),
+        "pooled": np.zeros((T // K + B, D), np.uint16),
+        "closed": np.zeros((B, D), np.uint16),
+        "closed_pool": np.zeros(B, np.int32),
+        "pro": np.zeros(B + 1, np.int32),
+        "status": np.zeros(1, np.int64)}
+    v = {n: DeviceArray(emu, a, stream) for n, a in host.items()}
+    ks.prepare(stream)  # loads the GPU modules; never during capture
+    launched = emu.launches()
+    graph, nodes = emu.capture(stream, lambda: ks.step(
+        v["tail"], v["k"], v["gate"], v["ape"], v["iro"], v["cache"],
+        v["slots"], pooled=v["pooled"], closed=v["closed"],
+        closed_pool=v["closed_pool"], pool_row_offsets=v["pro"],
+        stream=stream, status=v["status"]))
+    assert emu.launches() == launched
+    assert nodes >= 1
+    tail = host["tail"].copy()
+    steps = 2 * K + 1        # every request closes two pools
+    for n in range(steps):
+        k = kpool.from_f32(rng.uniform(0.25, 2, (T, D)).astype(np.float32),
+                           "bf16")
+        gate = kpool.from_f32(rng.standard_normal((T, D)).astype(np.float32),
+                              "bf16")
+        v["k"].host[:], v["gate"].host[:] = k, gate     # in place
+        v["k"].upload()
+        v["gate"].upload()
+        before = emu.launches_of("")
+        emu.replay(graph, stream)
+        closed, closed_pool, pro, pooled = cpu.step(
+            tail, k, gate, host["ape"], host["iro"], v["cache"].host,
+            host["slots"])
+        assert max_ulps(v["closed"].download(), closed, "bf16") <= 4, n
+        assert (v["closed_pool"].download() == closed_pool).all(), n
+        assert (v["pro"].download() == pro).all(), n
+        assert (v["tail"].download() == tail).all(), n
+        assert emu.launches_of("") - before == nodes
+        if n % K == K - 1:
+            assert (closed_pool >= 0).all(), n   # every request closed one
+        v["cache"].host[:] += 1                  # every request grew by one
+        v["cache"].upload()
+    word = int(v["status"].download()[0])
+    assert word == 0, kpool.status_error(word)
 
 
 @pytest.mark.parametrize("case", ["pack", "jit"])
 def test_torch_cuda_implementation(emu, monkeypatch, case):
     """kpool.torch's CUDA implementations (the functions registered for
-    the CUDA dispatch key) with stand-ins for CUDA tensors: the device
-    arrays above, with a torch dtype, and torch.cuda.current_stream giving
-    an emulated stream (Debian's torch has no CUDA). bf16, head_dim 128,
-    kpool 4 comes from the default pack; f16, 64, 2 from the JIT."""
+    the CUDA dispatch key) with stand-ins for CUDA tensors: device arrays
+    with a torch dtype, and torch.cuda.current_stream giving the test's
+    stream (Debian's torch has no CUDA). bf16, head_dim 128, kpool 4 comes
+    from the default pack; f16, 64, 2 from the JIT. compress and seed_tail
+    compute what the CPU kernel set does."""
     torch = pytest.importorskip("torch", reason="needs python3-torch")
     import kpool.torch as kt
 
-    dtype, np_dtype, dim, pool = {
-        "pack": (torch.bfloat16, np.uint16, 128, 4),
-        "jit": (torch.float16, np.float16, 64, 2)}[case]
-    stream = emu.mgpuStreamCreate()
+    etype, dtype, dim, pool = {
+        "pack": ("bf16", torch.bfloat16, 128, 4),
+        "jit": ("f16", torch.float16, 64, 2)}[case]
+    stream = emu.stream()
 
     class FakeTensor(DeviceArray):
-        def __init__(self, shape, dtype, np_dtype):
-            super().__init__(emu, shape, np_dtype)
+        def __init__(self, host, dtype):
+            super().__init__(emu, host, stream)
             self.dtype, self.is_cuda, self.device = dtype, True, "cuda:0"
-            self.shape = tuple(shape)
 
     class Stream:
         cuda_stream = stream
 
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None:
                         Stream())
-    k = FakeTensor((9, dim), dtype, np_dtype)
-    gate = FakeTensor((9, dim), dtype, np_dtype)
-    ape = FakeTensor((pool, dim), torch.float32, np.float32)
-    iro = FakeTensor((3,), torch.int32, np.int32)
-    pro = FakeTensor((3,), torch.int32, np.int32)
-    cache = FakeTensor((2,), torch.int32, np.int32)
-    pooled = FakeTensor((9 // pool + 2, dim), dtype, np_dtype)
-    iro.host[:] = [0, 5, 9]
-    name = f"kpool_{'bf16' if case == 'pack' else 'f16'}_d{dim}_k{pool}_cuda"
-    before = emu.kpoolEmuStreamLaunches(stream)
-    kt._compress(True)(k, gate, ape, iro, pro, cache, pooled)
-    assert emu.kpoolEmuStreamLaunches(stream) > before
-    assert emu.kpoolEmuLastKernel().decode().startswith(name + "_compress")
-    tail = FakeTensor((4, 2, pool, dim), dtype, np_dtype)
-    slots = FakeTensor((2,), torch.int32, np.int32)
+    host = compress_operands(etype, dim, pool, seed=1)
+    cpu = kpool.KernelSet(etype, dim, pool)
+    rows = host["k"].shape[0]
+    t = {n: FakeTensor(a, torch.float32 if n == "ape" else dtype
+                       if n in ("k", "gate") else torch.int32)
+         for n, a in host.items()}
+    pooled = FakeTensor(np.zeros((rows // pool + 2, dim), host["k"].dtype),
+                        dtype)
+    name = f"kpool_{etype}_d{dim}_k{pool}_cuda"
+    before = emu.stream_launches(stream)
+    kt._compress(True)(t["k"], t["gate"], t["ape"], t["iro"], t["pro"],
+                       t["cache"], pooled)
+    expected = cpu.compress(host["k"], host["gate"], host["ape"], host["iro"],
+                            host["pro"], host["cache"])
+    got = pooled.download()[:expected.shape[0]]
+    assert emu.stream_launches(stream) > before
+    assert max_ulps(got, expected, etype) <= 4
+    ring = np.zeros((4, 2, pool, dim), host["k"].dtype)
+    tail = FakeTensor(ring, dtype)
+    slots = FakeTensor(np.array([2, 0], np.int32), torch.int32)
     before = emu.launches_of(name + "_seed_tail")
-    kt._seed_tail(True)(tail, k, gate, iro, cache, slots)
+    kt._seed_tail(True)(tail, t["k"], t["gate"], t["iro"], t["cache"], slots)
+    got = tail.download()          # waits for the stream: the launch ran
     assert emu.launches_of(name + "_seed_tail") > before
+    cpu.seed_tail(ring, host["k"], host["gate"], host["iro"], host["cache"],
+                  slots.host)
+    assert (got == ring).all()

@@ -61,3 +61,31 @@ def test_reference_guards():
     pooled, closed = reference.ring_close(tail, k, k, ape, [0, 3, 6], [1, 2],
                                           [1, 0], num_requests=1)
     assert closed.tolist() == [0, -1]
+
+
+def test_pool_function_subnormal_weights():
+    """Issue 24's finding: a member with key 3e38 and a score 88 below the
+    other's weighs exp(-88) ~ 6e-39, a subnormal, and its term is ~1.8.
+    The CPU kernels flush it (the default rule), the GPU kernels keep it."""
+    keys = np.array([[1.0], [3e38]], np.float32)
+    gates = np.array([[0.0], [-88.0]], np.float32)
+    ape = np.zeros((2, 1), np.float32)
+    flushed = reference.pool_function(keys, gates, ape)
+    kept = reference.pool_function(keys, gates, ape, subnormal_weights="keep")
+    assert flushed.tolist() == [1.0]
+    assert abs(float(kept[0]) - (1 + np.exp(-88.0) * 3e38)) < 1e-6
+    assert reference.SUBNORMAL_WEIGHTS == {"cpu": "flush", "cuda": "keep"}
+    # Exactly the weights below 2^-126 go: 87.3365 below the max is kept
+    # (exp = 2^-126 * 1.0000), 87.3366 below is not.
+    gates = np.array([[0.0, 0.0], [-87.33654, -87.33655]], np.float32)
+    keys = np.array([[0.0, 0.0], [2.0**126, 2.0**126]], np.float32)
+    out = reference.pool_function(keys, gates, np.zeros((2, 2), np.float32),
+                                  "f32")
+    assert 0.99 < float(out[0]) < 1.01 and float(out[1]) == 0.0
+    try:
+        reference.pool_function(keys, gates, np.zeros((2, 2), np.float32),
+                                subnormal_weights="ftz")
+    except ValueError as e:
+        assert "subnormal_weights" in str(e)
+    else:
+        assert False, "an unknown rule was accepted"

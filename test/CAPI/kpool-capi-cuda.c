@@ -1,47 +1,56 @@
 /*===- kpool-capi-cuda.c - CUDA kernel sets from C, emulated -------------===*\
 |*                                                                            *|
 |* Kernel sets of the CUDA target through the runtime's C API, on the        *|
-|* mgpu-level emulation (test/lib/GPU/FakeCudaRuntime.cpp as                 *|
-|* libkpool_cuda_runtime.so, first in LD_LIBRARY_PATH): the default pack's   *|
-|* kernels (no compilation) and the JIT's (compiled in process), their GPU   *|
-|* images (PTX with the kernels named, and a cubin), module loading in       *|
-|* prepare, launches on the caller's stream, capture and replay, and the     *|
-|* CUDA raw entry points' extent check recorded in a status word. The        *|
-|* emulation executes no PTX: what the kernels compute is checked where PTX  *|
-|* runs (the tests gated by cuda-emu). `--neither` asks for a configuration  *|
-|* no pack with the JIT off, and prints the error.                           *|
+|* emulated CUDA driver (test/lib/CudaEmu: <build>/lib/cuda-emu first in     *|
+|* LD_LIBRARY_PATH), which executes the kernels' PTX: the default pack's     *|
+|* kernels (nothing compiled) and the JIT's (compiled in process), module    *|
+|* loading in prepare, launches on the caller's stream, a step captured into *|
+|* a CUDA graph and replayed, and kpool-aot's CUDA raw entry point rejecting *|
+|* a wrong view through the status word. Every result is compared with the   *|
+|* CPU kernel set of the same configuration. The emulated driver's           *|
+|* introspection (CudaEmu/Introspection.h) counts loads and launches.        *|
+|* `--neither` asks for a configuration in no pack with the JIT off, and     *|
+|* prints the error.                                                         *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
 // clang-format off
-/* REQUIRES: cuda-layer
-   RUN: env LD_LIBRARY_PATH=%kpool_mgpu_emu kpool-capi-cuda-test | FileCheck %s
-   RUN: env LD_LIBRARY_PATH=%kpool_mgpu_emu KPOOL_JIT_LIBRARY= \
-   RUN:   KPOOL_KERNEL_PACKS= kpool-capi-cuda-test --neither \
-   RUN:   | FileCheck %s --check-prefix=NEITHER
+/* REQUIRES: cuda-emu-executes
+   RUN: env %cuda_emu_env kpool-capi-cuda-test 2>&1 | FileCheck %s
+   RUN: env %cuda_emu_env KPOOL_JIT_LIBRARY= KPOOL_KERNEL_PACKS= \
+   RUN:   kpool-capi-cuda-test --neither | FileCheck %s --check-prefix=NEITHER
 
+   CHECK: device: kpool emulated device
    CHECK: bf16 128 4 on CUDA: ok
    CHECK-NEXT: ok: from the default pack, nothing compiled or cached
-   CHECK-NEXT: ok: the pack's GPU modules are registered (PTX, kernels named)
-   CHECK: ok: no module loaded before prepare
+   CHECK-NEXT: ok: no module loaded before prepare
    CHECK-NEXT: prepare: ok
    CHECK-NEXT: ok: prepare loads the modules
+   CHECK-NEXT: pool_offsets: ok
    CHECK-NEXT: compress: ok
-   CHECK-NEXT: ok: compress launched on the caller's stream
-   CHECK-NEXT: last kernel: kpool_bf16_d128_k4_cuda_compress_memref_{{.*}}
+   CHECK-NEXT: ok: no module loaded after prepare
+   CHECK-NEXT: ok: compress ran on the caller's stream
+   CHECK-NEXT: ok: pool_row_offsets as on the CPU
+   CHECK-NEXT: ok: pooled rows within 4 ulps of the CPU's (max {{[0-4]}})
    CHECK-NEXT: compress validated: compress: validation was requested, but this kernel set's metadata is device memory
-   CHECK: step (captured): ok
+   CHECK-NEXT: step (captured): ok
    CHECK-NEXT: ok: a captured step runs nothing
-   CHECK-NEXT: graph launches: {{[1-9]}}
-   CHECK-NEXT: ok: two replays run the step's launches twice
+   CHECK-NEXT: graph kernel nodes: {{[1-9]}}
+   CHECK-NEXT: ok: replayed: closed rows within 4 ulps of the CPU's (max {{[0-4]}})
+   CHECK-NEXT: ok: replayed: closed_pool, pool_row_offsets, pooled rows and the ring as on the CPU (pooled max {{[0-4]}} ulps)
+   CHECK-NEXT: ok: two replays ran the graph's kernels twice
+   CHECK-NEXT: ok: status word 0
    CHECK: f16 128 4 fp8-hadamard-pow2 on CUDA: ok
    CHECK-NEXT: ok: from the default pack too
    CHECK: bf16 64 2 on CUDA: ok
    CHECK: ok: compiled by the JIT (or taken from its disk cache)
+   CHECK-NEXT: JIT pool_offsets: ok
    CHECK-NEXT: JIT compress: ok
    CHECK-NEXT: ok: the JIT's compress kernel ran
+   CHECK-NEXT: ok: JIT pooled rows within 4 ulps of the CPU's (max {{[0-4]}})
    CHECK: raw entry point: returned 0x110b, status 0x110b: 'k''s extent in dimension 1 contradicts
-   CHECK-NEXT: ok: the wrong view is recorded, no compress launched
+   CHECK-NEXT: ok: the wrong view is recorded on the stream, no compress launched
+   CHECK-NOT: sanitizer finding
    CHECK: PASS (0 failures)
 
    NEITHER: neither: no kernels for bf16, head_dim 96, kpool 4 on the CUDA target: none are registered (no kernel pack is loaded), and no compiler is available (the JIT is off (KPOOL_JIT_LIBRARY is set and empty)); build a kernel pack with `kpool-aot --pack --target=cuda --config=bf16:96:4 -o pack.o`
@@ -50,24 +59,109 @@
 
 #include "kpool_gpu_bf16_d128_k4.h"
 
+#include "CudaEmu/Introspection.h"
 #include "kpool-c/Packs.h"
 #include "kpool-c/Runtime.h"
 
+#include <cuda.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The emulation's functions (mgpu* and its test interface). */
-static void *emu;
-#define EMU(ret, name, ...)                                                    \
-  ret (*name)(__VA_ARGS__) = (ret(*)(__VA_ARGS__))dlsym(emu, #name)
+enum { D = 128, K = 4, T = 9, B = 2, SLOTS = 4 };
 
 static int failures = 0;
 static void expect(int ok, const char *what) {
   printf("%s: %s\n", ok ? "ok" : "FAIL", what);
   failures += !ok;
+}
+
+static void report(const char *what, KPoolError *error) {
+  printf("%s: %s\n", what, error ? kpoolErrorMessage(error) : "ok");
+  kpoolErrorDestroy(error);
+}
+
+/* A call that must succeed (the CPU kernel set's): silent unless it fails. */
+static void must(const char *what, KPoolError *error) {
+  if (error) {
+    printf("FAIL: %s: %s\n", what, kpoolErrorMessage(error));
+    ++failures;
+  }
+  kpoolErrorDestroy(error);
+}
+
+static void check(CUresult r, const char *call) {
+  if (r != CUDA_SUCCESS) {
+    const char *name = "?";
+    cuGetErrorName(r, &name);
+    printf("FAIL: %s: %s\n", call, name);
+    exit(1);
+  }
+}
+
+/* The emulated driver's introspection, looked up on the loaded driver. */
+static struct {
+  __typeof__(kpoolEmuStreamLaunches) *streamLaunches;
+  __typeof__(kpoolEmuModuleLoads) *moduleLoads;
+  __typeof__(kpoolEmuLaunches) *launches;
+  __typeof__(kpoolEmuKernelLaunches) *kernelLaunches;
+} emu;
+
+static int64_t streamLaunches(CUstream s) {
+  int64_t n = -1;
+  emu.streamLaunches(s, &n);
+  return n;
+}
+static int64_t moduleLoads(void) {
+  int64_t n = -1;
+  emu.moduleLoads(&n, NULL, NULL);
+  return n;
+}
+static int64_t allLaunches(void) {
+  int64_t n = -1;
+  emu.launches(&n, NULL, NULL);
+  return n;
+}
+static int64_t kernelLaunches(const char *part) {
+  int64_t n = -1;
+  emu.kernelLaunches(part, &n);
+  return n;
+}
+
+/* Deterministic operands: bf16 keys in [0.25, 2) (so that pooled rows are
+   of the keys' magnitude and ulps of the result are meaningful), gates in
+   [-4, 4), ape in [-2, 2). */
+static uint32_t rngState = 12345;
+static float uniform(float lo, float hi) {
+  rngState = rngState * 1664525u + 1013904223u;
+  return lo + (hi - lo) * (float)(rngState >> 8) / (float)(1u << 24);
+}
+static uint16_t bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static void fillBf16(uint16_t *p, int64_t n, float lo, float hi) {
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = bf16(uniform(lo, hi));
+}
+
+/* Largest distance in ulps between two arrays of positive bf16 values;
+   a huge value when a sign or NaN differs. */
+static int64_t maxUlps(const uint16_t *a, const uint16_t *b, int64_t n) {
+  int64_t worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if ((a[i] & 0x8000) || (b[i] & 0x8000) || (a[i] & 0x7f80) == 0x7f80)
+      return a[i] == b[i] ? worst : 1 << 20;
+    int64_t d = (int64_t)a[i] - (int64_t)b[i];
+    if (d < 0)
+      d = -d;
+    if (d > worst)
+      worst = d;
+  }
+  return worst;
 }
 
 static KPoolView view(void *data, int64_t rank, const int64_t *sizes) {
@@ -84,13 +178,46 @@ static KPoolView view(void *data, int64_t rank, const int64_t *sizes) {
   return v;
 }
 
-static void report(const char *what, KPoolError *error) {
-  printf("%s: %s\n", what, error ? kpoolErrorMessage(error) : "ok");
-  kpoolErrorDestroy(error);
+/* An operand in host memory and its device copy. */
+typedef struct {
+  void *host;
+  CUdeviceptr device;
+  size_t bytes;
+  int64_t rank, sizes[4];
+} Operand;
+
+static Operand operand(size_t elementSize, int64_t rank, const int64_t *sizes) {
+  Operand o;
+  size_t n = elementSize;
+  memset(&o, 0, sizeof o);
+  o.rank = rank;
+  for (int64_t d = 0; d < rank; ++d) {
+    o.sizes[d] = sizes[d];
+    n *= (size_t)sizes[d];
+  }
+  o.bytes = n;
+  o.host = calloc(1, n);
+  check(cuMemAlloc(&o.device, n), "cuMemAlloc");
+  check(cuMemsetD8(o.device, 0, n), "cuMemsetD8");
+  return o;
+}
+static void upload(Operand *o) {
+  check(cuMemcpyHtoD(o->device, o->host, o->bytes), "cuMemcpyHtoD");
+}
+/* Copies the device contents into `into` (o->bytes) after `stream`. */
+static void download(const Operand *o, void *into, CUstream stream) {
+  check(cuStreamSynchronize(stream), "cuStreamSynchronize");
+  check(cuMemcpyDtoH(into, o->device, o->bytes), "cuMemcpyDtoH");
+}
+static KPoolView hostView(Operand *o) {
+  return view(o->host, o->rank, o->sizes);
+}
+static KPoolView deviceView(Operand *o) {
+  return view((void *)(uintptr_t)o->device, o->rank, o->sizes);
 }
 
 int main(int argc, char **argv) {
-  KPoolKernelSet *set = NULL;
+  KPoolKernelSet *set = NULL, *cpu = NULL;
   KPoolError *error;
   KPoolKernelCacheStatistics stats;
   if (argc > 1 && !strcmp(argv[1], "--neither")) {
@@ -99,49 +226,69 @@ int main(int argc, char **argv) {
     report("neither", error);
     return set != NULL;
   }
-  emu = dlopen("libkpool_cuda_runtime.so", RTLD_NOW);
-  if (!emu || !dlsym(emu, "kpoolEmuIsEmulated")) {
-    printf("FAIL: run with the emulation first in LD_LIBRARY_PATH\n");
+
+  /* The driver the loader found must be the emulated one. */
+  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  emu.streamLaunches = driver ? dlsym(driver, "kpoolEmuStreamLaunches") : NULL;
+  emu.moduleLoads = driver ? dlsym(driver, "kpoolEmuModuleLoads") : NULL;
+  emu.launches = driver ? dlsym(driver, "kpoolEmuLaunches") : NULL;
+  emu.kernelLaunches = driver ? dlsym(driver, "kpoolEmuKernelLaunches") : NULL;
+  if (!emu.streamLaunches || !emu.moduleLoads || !emu.launches ||
+      !emu.kernelLaunches) {
+    printf("FAIL: run with the emulated CUDA driver first in "
+           "LD_LIBRARY_PATH\n");
     return 1;
   }
-  EMU(void *, mgpuStreamCreate, void);
-  EMU(void *, mgpuMemAlloc, uint64_t, void *, _Bool);
-  EMU(int64_t, kpoolEmuKernelLaunches, void);
-  EMU(int64_t, kpoolEmuKernelLaunchesOf, const char *);
-  EMU(const char *, kpoolEmuLastKernel, void);
-  EMU(int64_t, kpoolEmuModulesRegistered, void);
-  EMU(int64_t, kpoolEmuCubinModules, void);
-  EMU(int64_t, kpoolEmuModuleLoads, void);
-  EMU(int64_t, kpoolEmuStreamLaunches, void *);
-  EMU(void, kpoolEmuBeginCapture, void *);
-  EMU(void *, kpoolEmuEndCapture, void *);
-  EMU(void, kpoolEmuLaunchGraph, void *, void *);
-  EMU(int64_t, kpoolEmuGraphLaunches, void *);
+  CUdevice device;
+  CUcontext context;
+  char name[128];
+  check(cuInit(0), "cuInit");
+  check(cuDeviceGet(&device, 0), "cuDeviceGet");
+  check(cuDeviceGetName(name, sizeof name, device), "cuDeviceGetName");
+  printf("device: %s\n", name);
+  check(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+  check(cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  CUstream stream;
+  check(cuStreamCreate(&stream, CU_STREAM_DEFAULT), "cuStreamCreate");
 
-  enum { D = 128, K = 4, T = 9, B = 2, SLOTS = 4 };
-  void *stream = mgpuStreamCreate();
-  int64_t modulesAtStart = kpoolEmuModulesRegistered();
   int64_t sPooled[2] = {T / K + B, D}, sK[2] = {T, D}, sApe[2] = {K, D},
           sB1[1] = {B + 1}, sB[1] = {B}, sTail[4] = {SLOTS, 2, K, D},
-          sClosed[2] = {B, D};
-  void *pooled = mgpuMemAlloc(sizeof(uint16_t) * (T / K + B) * D, NULL, 0);
-  void *k = mgpuMemAlloc(sizeof(uint16_t) * T * D, NULL, 0);
-  void *gate = mgpuMemAlloc(sizeof(uint16_t) * T * D, NULL, 0);
-  void *ape = mgpuMemAlloc(sizeof(float) * K * D, NULL, 0);
-  void *iro = mgpuMemAlloc(4 * (B + 1), NULL, 0);
-  void *pro = mgpuMemAlloc(4 * (B + 1), NULL, 0);
-  void *cache = mgpuMemAlloc(4 * B, NULL, 0);
-  void *slots = mgpuMemAlloc(4 * B, NULL, 0);
-  void *tail = mgpuMemAlloc(sizeof(uint16_t) * SLOTS * 2 * K * D, NULL, 0);
-  void *closed = mgpuMemAlloc(sizeof(uint16_t) * B * D, NULL, 0);
-  void *closedPool = mgpuMemAlloc(4 * B, NULL, 0);
-  uint64_t *status = mgpuMemAlloc(8, NULL, 0);
-  KPoolView vPooled = view(pooled, 2, sPooled), vK = view(k, 2, sK),
-            vGate = view(gate, 2, sK), vApe = view(ape, 2, sApe),
-            vIro = view(iro, 1, sB1), vPro = view(pro, 1, sB1),
-            vCache = view(cache, 1, sB), vSlots = view(slots, 1, sB),
-            vTail = view(tail, 4, sTail), vClosed = view(closed, 2, sClosed),
-            vClosedPool = view(closedPool, 1, sB);
+          sClosed[2] = {B, D}, sWord[1] = {1};
+  Operand pooled = operand(2, 2, sPooled), k = operand(2, 2, sK),
+          gate = operand(2, 2, sK), ape = operand(4, 2, sApe),
+          iro = operand(4, 1, sB1), pro = operand(4, 1, sB1),
+          cache = operand(4, 1, sB), slots = operand(4, 1, sB),
+          tail = operand(2, 4, sTail), closed = operand(2, 2, sClosed),
+          closedPool = operand(4, 1, sB), status = operand(8, 1, sWord);
+  fillBf16(k.host, T * D, 0.25f, 2.f);
+  fillBf16(gate.host, T * D, -4.f, 4.f);
+  for (int64_t i = 0; i < K * D; ++i)
+    ((float *)ape.host)[i] = uniform(-2.f, 2.f);
+  fillBf16(tail.host, SLOTS * 2 * K * D, 0.25f, 2.f);
+  /* Two requests of 5 and 4 tokens. For compress they start pools (cached
+     0 and 4: one pool each); for the step they continue open pools (cached
+     2 and 5: ring_close closes both from the ring and this call). */
+  uint32_t iroValues[B + 1] = {0, 5, 9}, compressCache[B] = {0, 4},
+                         stepCache[B] = {2, 5}, slotValues[B] = {3, 1};
+  memcpy(iro.host, iroValues, sizeof iroValues);
+  memcpy(cache.host, compressCache, sizeof compressCache);
+  memcpy(slots.host, slotValues, sizeof slotValues);
+  Operand *all[] = {&pooled, &k,     &gate, &ape,    &iro,        &pro,
+                    &cache,  &slots, &tail, &closed, &closedPool, &status};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
+    upload(all[i]);
+  KPoolView vPooled = deviceView(&pooled), vK = deviceView(&k),
+            vGate = deviceView(&gate), vApe = deviceView(&ape),
+            vIro = deviceView(&iro), vPro = deviceView(&pro),
+            vCache = deviceView(&cache), vSlots = deviceView(&slots),
+            vTail = deviceView(&tail), vClosed = deviceView(&closed),
+            vClosedPool = deviceView(&closedPool);
+  uint64_t *word = (uint64_t *)(uintptr_t)status.device;
+  static uint16_t gotRows[(T / K + B) * D], gotClosed[B * D],
+      gotTail[SLOTS * 2 * K * D];
+  uint32_t gotPro[B + 1], gotClosedPool[B];
+  uint64_t gotWord = 0;
+  int64_t ulps;
 
   /* The default pack: bf16, head_dim 128, kpool 4, no compilation. */
   error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, D, K, 0,
@@ -150,96 +297,206 @@ int main(int argc, char **argv) {
   kpoolKernelCacheGetStatistics(&stats, NULL);
   expect(set && stats.compiled == 0 && stats.hits == 0,
          "from the default pack, nothing compiled or cached");
-  expect(kpoolEmuModulesRegistered() > modulesAtStart,
-         "the pack's GPU modules are registered (PTX, kernels named)");
-  printf("GPU modules with a cubin: %lld of %lld\n",
-         (long long)kpoolEmuCubinModules(),
-         (long long)kpoolEmuModulesRegistered());
-  expect(kpoolEmuModuleLoads() == 0, "no module loaded before prepare");
+  if (!set)
+    return 1;
+  expect(moduleLoads() == 0, "no module loaded before prepare");
   report("prepare", kpoolKernelSetPrepare(set, stream));
-  expect(kpoolEmuModuleLoads() == 1, "prepare loads the modules");
+  int64_t loaded = moduleLoads();
+  expect(loaded > 0, "prepare loads the modules");
 
-  int64_t before = kpoolEmuStreamLaunches(stream);
+  /* pool_offsets and compress, against the CPU kernel set. */
+  int64_t before = streamLaunches(stream);
+  report("pool_offsets",
+         kpoolPoolOffsets(set, &vPro, &vIro, &vCache, word, stream, 0));
   report("compress", kpoolCompress(set, &vPooled, &vK, &vGate, &vApe, &vIro,
-                                   &vPro, &vCache, status, stream, 0));
-  expect(kpoolEmuStreamLaunches(stream) > before,
-         "compress launched on the caller's stream");
-  printf("last kernel: %s\n", kpoolEmuLastKernel());
+                                   &vPro, &vCache, word, stream, 0));
+  download(&pooled, gotRows, stream);
+  download(&pro, gotPro, stream);
+  expect(moduleLoads() == loaded, "no module loaded after prepare");
+  expect(streamLaunches(stream) >= before + 2 &&
+             kernelLaunches("kpool_bf16_d128_k4_cuda_compress") > 0,
+         "compress ran on the caller's stream");
+  must("CPU kernel set", kpoolKernelSetCreate(KPOOL_BF16, D, K, 0, 16, &cpu));
+  if (!cpu)
+    return 1;
+  KPoolView hPooled = hostView(&pooled), hK = hostView(&k),
+            hGate = hostView(&gate), hApe = hostView(&ape),
+            hIro = hostView(&iro), hPro = hostView(&pro),
+            hCache = hostView(&cache), hSlots = hostView(&slots),
+            hTail = hostView(&tail), hClosed = hostView(&closed),
+            hClosedPool = hostView(&closedPool);
+  must("CPU pool_offsets",
+       kpoolPoolOffsets(cpu, &hPro, &hIro, &hCache, NULL, NULL, 1));
+  must("CPU compress", kpoolCompress(cpu, &hPooled, &hK, &hGate, &hApe, &hIro,
+                                     &hPro, &hCache, NULL, NULL, 1));
+  expect(memcmp(gotPro, pro.host, sizeof gotPro) == 0,
+         "pool_row_offsets as on the CPU");
+  {
+    uint32_t pools = ((uint32_t *)pro.host)[B];
+    char what[96];
+    ulps = maxUlps(gotRows, pooled.host, (int64_t)pools * D);
+    snprintf(what, sizeof what,
+             "pooled rows within 4 ulps of the CPU's (max %lld)",
+             (long long)ulps);
+    expect(pools == 2 && ulps <= 4, what);
+  }
   report("compress validated",
          kpoolCompress(set, &vPooled, &vK, &vGate, &vApe, &vIro, &vPro, &vCache,
-                       status, stream, 1));
+                       word, stream, 1));
 
-  /* Capture a step, replay it twice. */
-  kpoolEmuBeginCapture(stream);
-  before = kpoolEmuKernelLaunches();
+  /* Capture a step into a CUDA graph; replay it and compare with the CPU's
+     step on the same inputs; replay it again. */
+  memcpy(cache.host, stepCache, sizeof stepCache);
+  upload(&cache);
+  CUgraph graph;
+  CUgraphExec exec;
+  size_t nodes = 0;
+  int64_t launched = allLaunches();
+  check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
+        "cuStreamBeginCapture");
   report("step (captured)",
          kpoolStep(set, &vClosed, &vClosedPool, &vPro, &vPooled, &vTail, &vK,
-                   &vGate, &vApe, &vIro, &vCache, &vSlots, B, status, stream,
-                   0));
-  void *graph = kpoolEmuEndCapture(stream);
-  expect(kpoolEmuKernelLaunches() == before, "a captured step runs nothing");
-  printf("graph launches: %lld\n", (long long)kpoolEmuGraphLaunches(graph));
-  before = kpoolEmuKernelLaunchesOf("step");
-  kpoolEmuLaunchGraph(graph, stream);
-  kpoolEmuLaunchGraph(graph, stream);
-  expect(kpoolEmuKernelLaunchesOf("step") ==
-             before + 2 * kpoolEmuGraphLaunches(graph),
-         "two replays run the step's launches twice");
+                   &vGate, &vApe, &vIro, &vCache, &vSlots, B, word, stream, 0));
+  check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  check(cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+  check(cuGraphGetNodes(graph, NULL, &nodes), "cuGraphGetNodes");
+  expect(allLaunches() == launched, "a captured step runs nothing");
+  printf("graph kernel nodes: %zu\n", nodes);
+  int64_t graphKernels = kernelLaunches("");
+  check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
+  download(&closed, gotClosed, stream);
+  download(&closedPool, gotClosedPool, stream);
+  download(&pro, gotPro, stream);
+  download(&pooled, gotRows, stream);
+  download(&tail, gotTail, stream);
+  must("CPU step",
+       kpoolStep(cpu, &hClosed, &hClosedPool, &hPro, &hPooled, &hTail, &hK,
+                 &hGate, &hApe, &hIro, &hCache, &hSlots, B, NULL, NULL, 1));
+  {
+    char what[160];
+    uint32_t pools = ((uint32_t *)pro.host)[B];
+    ulps = maxUlps(gotClosed, closed.host, B * D);
+    snprintf(what, sizeof what,
+             "replayed: closed rows within 4 ulps of the CPU's (max %lld)",
+             (long long)ulps);
+    expect(ulps <= 4, what);
+    ulps = maxUlps(gotRows, pooled.host, (int64_t)pools * D);
+    snprintf(what, sizeof what,
+             "replayed: closed_pool, pool_row_offsets, pooled rows and the "
+             "ring as on the CPU (pooled max %lld ulps)",
+             (long long)ulps);
+    expect(memcmp(gotClosedPool, closedPool.host, sizeof gotClosedPool) == 0 &&
+               memcmp(gotPro, pro.host, sizeof gotPro) == 0 && ulps <= 4 &&
+               memcmp(gotTail, tail.host, tail.bytes) == 0,
+           what);
+  }
+  int64_t perReplay = kernelLaunches("") - graphKernels;
+  check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
+  check(cuStreamSynchronize(stream), "cuStreamSynchronize");
+  expect(perReplay == (int64_t)nodes &&
+             kernelLaunches("") - graphKernels == 2 * perReplay,
+         "two replays ran the graph's kernels twice");
+  download(&status, &gotWord, stream);
+  expect(gotWord == 0, "status word 0");
+  cuGraphExecDestroy(exec);
+  cuGraphDestroy(graph);
   kpoolKernelSetDestroy(set);
+  kpoolKernelSetDestroy(cpu);
 
   /* A pool-cache format of the pack. */
   set = NULL;
+  KPoolKernelCacheStatistics was;
+  kpoolKernelCacheGetStatistics(&was, NULL);
   error = kpoolKernelSetCreateWithCache(
       KPOOL_TARGET_CUDA, KPOOL_F16, D, K, 0, 0, KPOOL_CACHE_FP8,
       KPOOL_ROTATE_HADAMARD, KPOOL_SCALE_POW2, &set);
   report("f16 128 4 fp8-hadamard-pow2 on CUDA", error);
   kpoolKernelCacheGetStatistics(&stats, NULL);
-  expect(set && stats.compiled == 0, "from the default pack too");
+  expect(set && stats.compiled == was.compiled && stats.hits == was.hits,
+         "from the default pack too");
   kpoolKernelSetDestroy(set);
 
   /* Another configuration: the JIT compiles it in process. */
   set = NULL;
+  cpu = NULL;
+  kpoolKernelCacheGetStatistics(&was, NULL);
   error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, 64, 2, 0,
                                         0, &set);
   report("bf16 64 2 on CUDA", error);
   kpoolKernelCacheGetStatistics(&stats, NULL);
-  printf("cache: hits %lld, compiled %lld\n", (long long)stats.hits,
-         (long long)stats.compiled);
-  expect(set && stats.hits + stats.compiled == 1,
+  printf("cache: hits %lld, compiled %lld\n",
+         (long long)(stats.hits - was.hits),
+         (long long)(stats.compiled - was.compiled));
+  expect(set && (stats.hits - was.hits) + (stats.compiled - was.compiled) == 1,
          "compiled by the JIT (or taken from its disk cache)");
+  if (!set)
+    return 1;
   {
+    /* k and gate as [T, 64] over the first T * 64 elements; pools of 2
+       (cached 0 and 1: 2 and 1 pools). */
     int64_t s64[2] = {T, 64}, sApe2[2] = {2, 64}, sP2[2] = {T / 2 + B, 64};
-    KPoolView p2 = view(pooled, 2, sP2), k2 = view(k, 2, s64),
-              g2 = view(gate, 2, s64), a2 = view(ape, 2, sApe2);
-    before = kpoolEmuKernelLaunchesOf("kpool_bf16_d64_k2_cuda_compress");
+    uint32_t cache2[B] = {0, 1}, pro2[B + 1];
+    memcpy(cache.host, cache2, sizeof cache2);
+    upload(&cache);
+    KPoolView p2 = view(vPooled.data, 2, sP2), k2 = view(vK.data, 2, s64),
+              g2 = view(vGate.data, 2, s64), a2 = view(vApe.data, 2, sApe2);
+    KPoolView hp2 = view(pooled.host, 2, sP2), hk2 = view(k.host, 2, s64),
+              hg2 = view(gate.host, 2, s64), ha2 = view(ape.host, 2, sApe2),
+              hpro2 = view(pro2, 1, sB1);
+    before = kernelLaunches("kpool_bf16_d64_k2_cuda_compress");
+    report("JIT pool_offsets",
+           kpoolPoolOffsets(set, &vPro, &vIro, &vCache, NULL, stream, 0));
     report("JIT compress", kpoolCompress(set, &p2, &k2, &g2, &a2, &vIro, &vPro,
                                          &vCache, NULL, stream, 0));
-    expect(kpoolEmuKernelLaunchesOf("kpool_bf16_d64_k2_cuda_compress") > before,
+    download(&pooled, gotRows, stream);
+    expect(kernelLaunches("kpool_bf16_d64_k2_cuda_compress") > before,
            "the JIT's compress kernel ran");
+    must("CPU 64 2", kpoolKernelSetCreate(KPOOL_BF16, 64, 2, 0, 16, &cpu));
+    if (!cpu)
+      return 1;
+    must("CPU pool_offsets",
+         kpoolPoolOffsets(cpu, &hpro2, &hIro, &hCache, NULL, NULL, 1));
+    must("CPU compress", kpoolCompress(cpu, &hp2, &hk2, &hg2, &ha2, &hIro,
+                                       &hpro2, &hCache, NULL, NULL, 1));
+    char what[96];
+    ulps = maxUlps(gotRows, pooled.host, (int64_t)pro2[B] * 64);
+    snprintf(what, sizeof what,
+             "JIT pooled rows within 4 ulps of the CPU's (max %lld)",
+             (long long)ulps);
+    expect(pro2[B] == 3 && ulps <= 4, what);
+    kpoolKernelSetDestroy(cpu);
   }
   kpoolKernelSetDestroy(set);
 
   /* kpool-aot's CUDA raw entry point: a wrong view records its finding in
-     the (device) status word through libkpool_cuda_runtime, on the stream,
-     and launches no kernel. */
+     the (device) status word through libkpool_cuda_runtime, in stream
+     order, and launches no compress kernel. */
   {
     int64_t bad[2] = {T, 2};
-    KPoolView vBad = view(k, 2, bad);
-    uint64_t word;
+    KPoolView vBad = view(vK.data, 2, bad);
+    uint64_t returned;
     KPoolError *decoded;
-    *status = 0;
-    before = kpoolEmuKernelLaunchesOf("compress");
-    word = kpool_bf16_d128_k4_cuda_compress(
-        &vPooled, &vBad, &vGate, &vApe, &vIro, &vPro, &vCache, status, stream);
-    decoded = kpoolStatusWordError(*status);
+    upload(&status); /* zero */
+    before = kernelLaunches("compress");
+    int64_t recorded = kernelLaunches("kpool_record_status");
+    returned = kpool_bf16_d128_k4_cuda_compress(
+        &vPooled, &vBad, &vGate, &vApe, &vIro, &vPro, &vCache, word, stream);
+    download(&status, &gotWord, stream);
+    decoded = kpoolStatusWordError(gotWord);
     printf("raw entry point: returned 0x%llx, status 0x%llx: %s\n",
-           (unsigned long long)word, (unsigned long long)*status,
+           (unsigned long long)returned, (unsigned long long)gotWord,
            decoded ? kpoolErrorMessage(decoded) : "none");
     kpoolErrorDestroy(decoded);
-    expect(word != 0 && *status == word &&
-               kpoolEmuKernelLaunchesOf("compress") == before,
-           "the wrong view is recorded, no compress launched");
+    expect(returned != 0 && gotWord == returned &&
+               kernelLaunches("compress") == before &&
+               kernelLaunches("kpool_record_status") == recorded + 1,
+           "the wrong view is recorded on the stream, no compress launched");
   }
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i) {
+    cuMemFree(all[i]->device);
+    free(all[i]->host);
+  }
+  cuStreamDestroy(stream);
   printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
   return failures != 0;
 }

@@ -232,6 +232,24 @@ static void testPipelineOptions(void) {
   printf("\nby name, bad value failed: %d\n", mlirLogicalResultIsFailure(r));
   mlirPassManagerDestroy(pm);
 
+  // Appended to a pass manager nested on func.func: a message saying where
+  // the pipelines belong, not an abort in OpPassManager::addPass.
+  for (int nvvm = 0; nvvm < 2; ++nvvm) {
+    pm = mlirPassManagerCreate(ctx);
+    opm = mlirPassManagerGetNestedUnder(
+        pm, mlirStringRefCreateFromCString("func.func"));
+    char message[512] = "";
+    MlirStringRef text = mlirStringRefCreateFromCString("");
+    r = nvvm ? mlirKPoolAddLowerToNVVMPipeline(opm, text, collect, message)
+             : mlirKPoolAddLowerToLLVMPipeline(opm, text, collect, message);
+    // clang-format off
+    // CHECK: nested in func.func: failed 1: kpool-lower-to-llvm must be nested in 'builtin.module' (it bufferizes and converts whole modules), got a pass manager on 'func.func'
+    // CHECK: nested in func.func: failed 1: kpool-lower-to-nvvm must be nested in 'builtin.module'
+    // clang-format on
+    printf("nested in func.func: failed %d: %s\n",
+           mlirLogicalResultIsFailure(r), message);
+    mlirPassManagerDestroy(pm);
+  }
 
   // A single pass, created through the generated C API.
   pm = mlirPassManagerCreate(ctx);

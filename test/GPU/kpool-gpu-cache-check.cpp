@@ -12,25 +12,25 @@
 // the device's dense rows (`closed`, `pooled`) are read back, and every
 // cache entry must be, byte for byte, the reference's formulas
 // (test/lib/Reference/PoolCache.h) applied to the device's own dense pool;
-// every other byte of the cache allocation must keep its canary. A last
+// every other byte of the cache allocation must keep its canary, and every
+// dense pool must be produced once, within tolerance of the reference's
+// one-shot compress of its request's whole sequence (the ring, of kpool
+// rows per slot or a wider window, carried its members across calls). A last
 // call with a bad block table (-1, pages at or past N, too narrow) checks
-// the kernels' guards the same way. On a device this checks the warp
-// shuffles, the hardware FP8 conversion and the guards of kpool-map-to-gpu;
-// -emulated runs the same program over the CPU kernels.
+// the kernels' guards the same way. On a device, or through the emulated
+// CUDA driver (test/lib/CudaEmu: the same PTX executed), this checks the
+// warp shuffles, the FP8 conversion and the guards of kpool-map-to-gpu.
+// Every cache format is covered: FP8 with and without the rotation, absmax
+// and pow2 scales, entries of the element type with and without it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifdef KPOOL_GPU_ON_CPU
-#include "kpool_gpu_cpu_bf16_d128_k4_element_hadamard.h"
-#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_absmax.h"
-#include "kpool_gpu_cpu_bf16_d128_k4_fp8_hadamard_pow2.h"
-#include "kpool_gpu_cpu_f32_d128_k4_fp8_none_absmax.h"
-#else
 #include "kpool_gpu_bf16_d128_k4_element_hadamard.h"
 #include "kpool_gpu_bf16_d128_k4_fp8_hadamard_absmax.h"
 #include "kpool_gpu_bf16_d128_k4_fp8_hadamard_pow2.h"
+#include "kpool_gpu_f16_d128_k4_fp8_none_pow2.h"
+#include "kpool_gpu_f32_d128_k4_element_none.h"
 #include "kpool_gpu_f32_d128_k4_fp8_none_absmax.h"
-#endif
 
 #include "GPU/GpuSupport.h"
 #include "Reference/PoolCache.h"
@@ -38,8 +38,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace kpool;
@@ -136,7 +138,7 @@ void expectEntries(ElementType type, const reference::CacheFormat &f,
 }
 
 int run(const KernelSet &kernels, const reference::CacheFormat &format,
-        const char *name, unsigned seed) {
+        const char *name, unsigned seed, int64_t window) {
   std::mt19937 rng(seed);
   ElementType type = kernels.config().elementType;
   int64_t es = reference::elementSize(type);
@@ -164,7 +166,9 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
   cache.bytes.fill(0xA5);
   cache.bytes.upload();
   std::vector<uint8_t> expected = cache.bytes.image;
-  Tensor tail(es, {kSlots, 2, K, D});
+  // The ring: `window` rows per slot (>= kpool; a pool's members sit at
+  // their position modulo the window).
+  Tensor tail(es, {kSlots, 2, window, D});
   tail.fill(0);
   tail.upload();
   Tensor ape(4, {K, D});
@@ -174,6 +178,7 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
   // The schedule: chunks of 1..37 tokens per request and call, every
   // request in every call until it is done, then decode-sized chunks.
   std::vector<int64_t> done(B, 0);
+  std::vector<std::map<int64_t, std::vector<std::vector<uint8_t>>>> produced(B);
   int calls = 0;
   while (true) {
     std::vector<int64_t> counts(B);
@@ -236,12 +241,64 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
     for (int64_t b = 0; b < B; ++b)
       firstPool[b] = (done[b] + K - 1) / K;
     View hostBase = denseView(expected.data(), {kPages * cache.pageStride});
+    std::vector<uint8_t> pooledRows = pooled.dense(&pooledImg);
     expectEntries(type, format, cache.keys(hostBase), cache.scales(hostBase),
-                  tTable.hostView(), closedRows, idValues,
-                  pooled.dense(&pooledImg), proValues, firstPool);
+                  tTable.hostView(), closedRows, idValues, pooledRows,
+                  proValues, firstPool);
+    // The dense pools themselves, by request and pool id.
+    const size_t rowBytes = size_t(D * es);
+    for (int64_t b = 0; b < B; ++b) {
+      if (idValues[b] >= 0)
+        produced[b][idValues[b]].push_back(
+            std::vector<uint8_t>(closedRows.begin() + b * rowBytes,
+                                 closedRows.begin() + (b + 1) * rowBytes));
+      for (uint32_t r = proValues[b]; r < proValues[b + 1]; ++r)
+        produced[b][firstPool[b] + (r - proValues[b])].push_back(
+            std::vector<uint8_t>(pooledRows.begin() + r * rowBytes,
+                                 pooledRows.begin() + (r + 1) * rowBytes));
+    }
     for (int64_t b = 0; b < B; ++b)
       done[b] += counts[b];
   }
+  // Every pool of every request produced exactly once, within tolerance of
+  // the reference's one-shot compress of the whole sequence: the ring
+  // (window `window`) carried the members of pools across calls.
+  int64_t pools = 0, bad = 0;
+  double worst = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t n = lengths[b], P = n / K;
+    std::vector<uint8_t> want(std::max<int64_t>(P, 1) * D * es);
+    std::vector<uint32_t> iro1 = {0, uint32_t(n)}, pro1 = {0, uint32_t(P)},
+                          cache1 = {0};
+    reference::compress(
+        {type, D, K}, denseView(want.data(), {P, D}),
+        denseView(const_cast<uint8_t *>(seqs[b].keys.data()), {n, D}),
+        denseView(const_cast<uint8_t *>(seqs[b].gates.data()), {n, D}),
+        denseView(apeValues.data(), {K, D}), denseView(iro1.data(), {2}),
+        denseView(pro1.data(), {2}), denseView(cache1.data(), {1}));
+    for (int64_t p = 0; p < P; ++p, ++pools) {
+      auto it = produced[b].find(p);
+      if (it == produced[b].end() || it->second.size() != 1) {
+        ++bad;
+        continue;
+      }
+      std::vector<const uint8_t *> members;
+      for (int64_t m = 0; m < K; ++m)
+        members.push_back(seqs[b].keys.data() + (p * K + m) * D * es);
+      std::vector<double> scales;
+      appendScales(type, D, members, scales);
+      std::vector<uint8_t> one(want.begin() + p * D * es,
+                               want.begin() + (p + 1) * D * es);
+      worst = std::max(worst, maxUlpError(type, D, it->second[0], one, scales));
+    }
+    bad += int64_t(produced[b].size()) > P;
+  }
+  char dense[200];
+  std::snprintf(dense, sizeof(dense),
+                "the dense pools: %lld, each produced once, within %.0f ulp "
+                "of the reference's one-shot compress (max %.2f)",
+                (long long)pools, toleranceUlp(type), worst);
+  bool denseOk = bad == 0 && worst <= toleranceUlp(type);
   std::vector<uint8_t> got = cache.bytes.download();
   int64_t differ = 0, first = -1;
   for (size_t i = 0; i < got.size(); ++i)
@@ -254,8 +311,9 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
   for (size_t i = 0; i < expected.size(); ++i)
     written += expected[i] != 0xA5;
   std::printf("%s: %d calls, %lld cache bytes differ from the reference "
-              "(%lld bytes written)\n",
-              name, calls, (long long)differ, (long long)written);
+              "(%lld bytes written; ring window %lld)\n",
+              name, calls, (long long)differ, (long long)written,
+              (long long)window);
   if (first >= 0)
     std::printf("  first at byte %lld: page %lld, offset %lld: got 0x%02x, "
                 "want 0x%02x\n",
@@ -265,6 +323,7 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
   expect(differ == 0 && written > 0,
          "every entry is the formula on the device's dense pool, nothing "
          "else written");
+  expect(denseOk, dense);
 
   // The guards (validation off, as on a device): request 0's page is good
   // (7), request 1's is -1, request 2's the page count N, and request 3's
@@ -313,29 +372,89 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  // --format=<name>: one format only, by the name it prints (e.g. "fp8
+  // hadamard absmax"; a mutated module of one format needs no more).
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--format=", 0) == 0) {
+      only = arg.substr(9);
+    } else {
+      std::fprintf(stderr, "usage: %s [--format=<name>]\n", argv[0]);
+      return 2;
+    }
+  }
   std::printf("kpool-gpu-cache-check: %s\n", deviceDescription().c_str());
   using reference::CacheEntry;
   using reference::Rotate;
   using reference::Scale;
-  KernelSet absmax(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_absmax),
-                   KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_absmax));
-  KernelSet pow2(KPOOL_GPU_CONFIG(bf16_d128_k4_fp8_hadamard_pow2),
-                 KPOOL_GPU_BACKEND(bf16_d128_k4_fp8_hadamard_pow2));
-  KernelSet f32(KPOOL_GPU_CONFIG(f32_d128_k4_fp8_none_absmax),
-                KPOOL_GPU_BACKEND(f32_d128_k4_fp8_none_absmax));
-  KernelSet element(KPOOL_GPU_CONFIG(bf16_d128_k4_element_hadamard),
-                    KPOOL_GPU_BACKEND(bf16_d128_k4_element_hadamard));
-  run(absmax, {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax},
-      "fp8 hadamard absmax", 3);
-  run(pow2, {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2},
-      "fp8 hadamard pow2", 5);
-  // f32 rows: 32 lanes a row group on the GPU; no rotation.
-  run(f32, {CacheEntry::FP8, Rotate::None, Scale::Absmax},
-      "f32 fp8 absmax", 7);
-  // Entries of the element type: no scales.
-  run(element, {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
-      "bf16 element hadamard", 9);
+#define KPOOL_GPU_KERNELS(name)                                                \
+  KernelSet name(kpool_##name##_cuda_config(), kpool_##name##_cuda_backend())
+  KPOOL_GPU_KERNELS(bf16_d128_k4_fp8_hadamard_absmax);
+  KPOOL_GPU_KERNELS(bf16_d128_k4_fp8_hadamard_pow2);
+  KPOOL_GPU_KERNELS(f32_d128_k4_fp8_none_absmax);
+  KPOOL_GPU_KERNELS(f16_d128_k4_fp8_none_pow2);
+  KPOOL_GPU_KERNELS(bf16_d128_k4_element_hadamard);
+  KPOOL_GPU_KERNELS(f32_d128_k4_element_none);
+#undef KPOOL_GPU_KERNELS
+  // Ring windows: kpool rows for three formats, more for the others (a
+  // speculative decoder's window).
+  struct Format {
+    const KernelSet &kernels;
+    reference::CacheFormat format;
+    const char *name;
+    unsigned seed;
+    int64_t window;
+  } formats[] = {
+      {bf16_d128_k4_fp8_hadamard_absmax,
+       {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax},
+       "fp8 hadamard absmax",
+       3,
+       K},
+      {bf16_d128_k4_fp8_hadamard_pow2,
+       {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2},
+       "fp8 hadamard pow2",
+       5,
+       K + 3},
+      // f32 rows: 32 lanes a row group on the GPU; no rotation.
+      {f32_d128_k4_fp8_none_absmax,
+       {CacheEntry::FP8, Rotate::None, Scale::Absmax},
+       "f32 fp8 absmax",
+       7,
+       K + 1},
+      {f16_d128_k4_fp8_none_pow2,
+       {CacheEntry::FP8, Rotate::None, Scale::Pow2},
+       "f16 fp8 pow2",
+       11,
+       K},
+      // Entries of the element type: no scales.
+      {bf16_d128_k4_element_hadamard,
+       {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
+       "bf16 element hadamard",
+       9,
+       K + 2},
+      {f32_d128_k4_element_none,
+       {CacheEntry::Element, Rotate::None, Scale::Absmax},
+       "f32 element",
+       13,
+       K},
+  };
+  int ran = 0;
+  for (const Format &f : formats)
+    if (only.empty() || only == f.name) {
+      run(f.kernels, f.format, f.name, f.seed, f.window);
+      ++ran;
+    }
+  if (!ran) {
+    std::fprintf(stderr, "%s: --format names one of", argv[0]);
+    for (const Format &f : formats)
+      std::fprintf(stderr, " '%s'", f.name);
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
   std::printf("%s\n", failures ? "FAILED" : "all passed");
+  std::printf("digest of every device download: %016llx\n",
+              (unsigned long long)downloadDigest());
   return failures ? 1 : 0;
 }

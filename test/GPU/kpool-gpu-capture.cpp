@@ -8,25 +8,23 @@
 //   (a) every step's outputs (pooled, pool_row_offsets, closed pools, the
 //       ring) are bit-identical between the eager run and the replays;
 //   (b) the graph holds 4 kernel launches (one per call: launches per step);
-//       in the emulation also that eager launches and replays are counted
-//       on the stream they were enqueued on, and never on the other stream,
-//       which runs its own schedule;
+//       under the emulated CUDA driver (test/lib/CudaEmu) also that eager
+//       launches and replays run on the stream they were enqueued on, and
+//       never on the other stream, which runs its own schedule, and that
+//       each GPU module loaded once;
 //   (c) per-step device time of eager steps and of replays (CUDA events).
-// In the emulation, any synchronization, allocation, free, copy or module
-// load during the capture aborts the program naming the call; the
-// --forbidden=<call> modes make one on purpose (for the lit test), and
-// --fork runs the schedule in a child forked before any CUDA call.
+// Any synchronization, allocation, free, copy or module load during the
+// capture fails in the driver (the emulated one names the call) and the
+// CUDA layer aborts; the --forbidden=<call> modes make one on purpose (for
+// the lit test), and --fork runs the schedule in a child forked before any
+// CUDA call (--fork-after-init: after one, which must fail in the child).
 //
 //   kpool-gpu-capture [--steps=N] [--forbidden=sync|alloc|copy|load]
 //                     [--fork] [--fork-after-init]
 //
 //===----------------------------------------------------------------------===//
 
-#ifdef KPOOL_GPU_ON_CPU
-#include "kpool_gpu_cpu_bf16_d64_k3.h"
-#else
 #include "kpool_gpu_bf16_d64_k3.h"
-#endif
 
 #include "GPU/GpuSupport.h"
 
@@ -176,23 +174,20 @@ int schedule(const KernelSet &kernels, int64_t steps, const std::string &bad) {
   // Eager on A, while B runs its own engine's schedule.
   Engine eager(kernels, 7), other(kernels, 11);
   double eagerMs = 0;
-#ifdef KPOOL_GPU_ON_CPU
+  // Launch counts per stream: only the emulated driver tells them.
+  const bool counted = emulatedDriver();
   int64_t a0 = launchCount(a.get()), b0 = launchCount(b.get());
-#endif
   auto want = run(eager, steps, a.get(), nullptr, &eagerMs);
-#ifdef KPOOL_GPU_ON_CPU
   int64_t a1 = launchCount(a.get()), b1 = launchCount(b.get());
-  expect(a1 - a0 == 4 * steps && b1 == b0,
-         "eager: " + std::to_string(a1 - a0) + " launches on stream " +
-             std::to_string(streamId(a.get())) + " for " +
-             std::to_string(steps) + " steps, " + std::to_string(b1 - b0) +
-             " on stream " + std::to_string(streamId(b.get())));
-#endif
+  if (counted)
+    expect(a1 - a0 == 4 * steps && b1 == b0,
+           "eager: " + std::to_string(a1 - a0) + " launches on stream " +
+               std::to_string(streamId(a.get())) + " for " +
+               std::to_string(steps) + " steps, " + std::to_string(b1 - b0) +
+               " on stream " + std::to_string(streamId(b.get())));
   auto otherWant = run(other, steps, b.get(), nullptr, nullptr);
-#ifdef KPOOL_GPU_ON_CPU
   a1 = launchCount(a.get());
   b1 = launchCount(b.get());
-#endif
 
   // The engine captures one step after preparing (module loads happen
   // there, not during the capture).
@@ -214,23 +209,24 @@ int schedule(const KernelSet &kernels, int64_t steps, const std::string &bad) {
   expect(graphLaunches(*graph) == 4,
          "the captured step holds " + std::to_string(graphLaunches(*graph)) +
              " kernel launches (one per call)");
-#ifdef KPOOL_GPU_ON_CPU
   int64_t a2 = launchCount(a.get()), b2 = launchCount(b.get());
-  expect(a2 == a1 && b2 == b1, "nothing ran while capturing");
-  expect(moduleLoadCount() == 1, "the GPU modules loaded once (" +
-                                     std::to_string(moduleLoadCount()) + ")");
-#endif
+  int64_t loads = 0, modules = 0, most = 0;
+  if (counted && moduleLoads(loads, modules, most)) {
+    expect(a2 == a1 && b2 == b1, "nothing ran while capturing");
+    expect(modules > 0 && most == 1 && loads == modules,
+           "the GPU modules loaded once each (" + std::to_string(modules) +
+               " modules, " + std::to_string(loads) + " loads)");
+  }
   double replayMs = 0;
   auto got = run(replayed, steps, a.get(), graph.get(), &replayMs);
   auto otherGot = run(other2, steps, b.get(), nullptr, nullptr);
-#ifdef KPOOL_GPU_ON_CPU
   int64_t a3 = launchCount(a.get()), b3 = launchCount(b.get());
-  expect(a3 - a2 == 4 * steps && b3 - b2 == 4 * steps,
-         "replays: " + std::to_string(a3 - a2) + " launches on stream " +
-             std::to_string(streamId(a.get())) + ", " +
-             std::to_string(b3 - b2) + " on stream " +
-             std::to_string(streamId(b.get())) + " from its own calls");
-#endif
+  if (counted)
+    expect(a3 - a2 == 4 * steps && b3 - b2 == 4 * steps,
+           "replays: " + std::to_string(a3 - a2) + " launches on stream " +
+               std::to_string(streamId(a.get())) + ", " +
+               std::to_string(b3 - b2) + " on stream " +
+               std::to_string(streamId(b.get())) + " from its own calls");
   int64_t same = 0;
   for (int64_t s = 0; s < steps; ++s)
     same += got[s] == want[s];
@@ -269,6 +265,8 @@ int schedule(const KernelSet &kernels, int64_t steps, const std::string &bad) {
              (decoded.ok() ? std::string("(nothing)") : decoded.message()));
   std::printf("per-step time: eager %.4f ms, replay %.4f ms (%s)\n", eagerMs,
               replayMs, deviceDescription().c_str());
+  std::printf("digest of every device download: %016llx\n",
+              (unsigned long long)downloadDigest());
   return failures ? 1 : 0;
 }
 
@@ -296,15 +294,10 @@ int main(int argc, char **argv) {
     }
   }
   // Registration touches no CUDA.
-#ifdef KPOOL_GPU_ON_CPU
-  KernelSet::registerPrecompiled(KPOOL_GPU_CONFIG(bf16_d64_k3),
-                                 KPOOL_GPU_BACKEND(bf16_d64_k3));
-#else
   kpool_bf16_d64_k3_cuda_register();
-#endif
   Status status;
   std::shared_ptr<KernelSet> kernels =
-      KernelSet::getPrecompiled(KPOOL_GPU_CONFIG(bf16_d64_k3), status);
+      KernelSet::getPrecompiled(kpool_bf16_d64_k3_cuda_config(), status);
   if (!kernels) {
     std::fprintf(stderr, "kpool-gpu-capture: %s\n", status.message().c_str());
     return 1;

@@ -1,8 +1,10 @@
 //===- kpool-gpu-check.cpp - differential tests of the CUDA kernels -------===//
 //
 // Self-checking tests of the ahead-of-time CUDA kernels (kpool-aot
-// --target=cuda) on device buffers, for bf16/f16/f32 at head_dim 128 kpool 4,
-// bf16 head_dim 64 kpool 3 and bf16 head_dim 8 kpool 1. Per configuration:
+// --target=cuda) on device buffers -- a GPU's, or the emulated CUDA
+// driver's (test/lib/CudaEmu), which executes the same PTX -- for
+// bf16/f16/f32 at head_dim 128 kpool 4, bf16 head_dim 64 kpool 3, bf16
+// head_dim 8 kpool 1 and f16 head_dim 32 kpool 2. Per configuration:
 //
 //  (a) a ragged mixed call -- a prefill, a speculative decode past position
 //      2^18 (pool ids past 2^16), a single-token decode, a chunked-prefill
@@ -17,13 +19,15 @@
 //      exactly once, equal to a one-shot compress of the whole sequence,
 //      the pools ring_close closed from ring members included;
 //  (c) strided views (padded k/gate/pooled rows, a padded ring slot,
-//      strided metadata, a base that defeats vector accesses) give the
-//      dense results bit for bit;
+//      strided metadata, a base that defeats vector accesses, innermost
+//      stride 2: the general-stride kernels) give the dense results bit for
+//      bit;
 //  (d) bad metadata with Validation::Trust (an out-of-range slot, reversed
 //      and overlong offsets, too few pooled rows, num_requests < 0 and > B):
 //      guards around every buffer and padding unchanged, inputs unchanged,
 //      results equal to the reference (other requests' slots and rows
-//      untouched);
+//      untouched), the calls' status word holding a finding that names a
+//      request (it stays 0 in (a));
 //  (e) host validation of the metadata's host copies (KernelSet::
 //      checkCompress & co., before the upload) rejects bad metadata with a
 //      message naming the request and the field, and nothing is launched;
@@ -31,28 +35,37 @@
 //      error saying so (a GPU call never reads metadata back);
 //  (f) speculative decoding: random verify schedules (1 + d tokens, junk
 //      drafts, random acceptance) with a ring window R >= K + d - 1 and
-//      rollback by accepted length; every pool bit-identical to a one-shot
-//      compress of the accepted sequence.
+//      rollback by accepted length, every other one through the fused
+//      kpool.step; every pool bit-identical to a one-shot compress of the
+//      accepted sequence;
+//  (g) subnormal weights (docs/semantics.md, "Subnormal weights"): compress
+//      on pools with a member 80 to 106 below the max whose key is as large
+//      as T allows (3e38 in bf16 and f32; issue 24's finding), against the
+//      exact pooling function under the rule of the kernels this build
+//      runs (kSubnormalWeights: the GPU keeps every subnormal weight, the
+//      CPU kernels of the emulation build flush every one), in ulps of the
+//      magnitude S: the contract's bound (1 ulp for bf16/f16, 4 + 6 max|z|
+//      for f32) plus, for each kept subnormal weight, two and a half units
+//      of 2^-149 times its key (ex2.approx.f32's 2 ulp from the correctly
+//      rounded result, which is itself half a unit from the exact one, on
+//      the subnormal grid; the emulator's adversarial mode reaches it), with
+//      the ulp taken at S plus that allowance (where the result is rounded).
 //
 // Prints one line per case (PASS/FAIL, with its measurements; --verbose
-// adds a line per check) and `N passed, M failed`; exits 1 on failure, 2
-// when there is no usable GPU.
+// adds a line per check), `N passed, M failed` and a digest of every
+// device download; exits 1 on failure, 2 when there is no usable GPU.
+// --config=<name>[,<name>...] (e.g. bf16_d128_k4) runs some configurations
+// only; --speculative=<n> sets case (f)'s schedules per configuration
+// (2000; the emulated suite runs fewer).
 //
 //===----------------------------------------------------------------------===//
 
-#ifdef KPOOL_GPU_ON_CPU
-#include "kpool_gpu_cpu_bf16_d128_k4.h"
-#include "kpool_gpu_cpu_bf16_d64_k3.h"
-#include "kpool_gpu_cpu_bf16_d8_k1.h"
-#include "kpool_gpu_cpu_f16_d128_k4.h"
-#include "kpool_gpu_cpu_f32_d128_k4.h"
-#else
 #include "kpool_gpu_bf16_d128_k4.h"
 #include "kpool_gpu_bf16_d64_k3.h"
 #include "kpool_gpu_bf16_d8_k1.h"
 #include "kpool_gpu_f16_d128_k4.h"
+#include "kpool_gpu_f16_d32_k2.h"
 #include "kpool_gpu_f32_d128_k4.h"
-#endif
 
 #include "GPU/GpuSupport.h"
 #include "Reference/VerifySchedule.h"
@@ -134,6 +147,7 @@ struct Layout {
   int64_t rowPad = 0;     ///< extra elements per k/gate row
   int64_t pooledPad = 0;  ///< extra elements per pooled row
   int64_t slotPad = 0;    ///< extra elements per ring slot
+  int64_t inner = 1;      ///< innermost stride of k, gate, pooled, the ring
   int64_t metaStride = 1; ///< stride of metadata views
   int64_t guard = 16;     ///< elements before and after every buffer
 };
@@ -153,6 +167,7 @@ struct Outputs {
   std::vector<uint8_t> closedRows, pooled, ring;
   bool canaries = true;  ///< guards, padding and every input unchanged
   bool untouched = true; ///< no output changed at all
+  uint64_t statusWord = 0; ///< the calls' status word (device runs)
 };
 
 /// Runs the `ops` of one call on the device (kernels) or on the host
@@ -164,15 +179,18 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
             const std::vector<uint32_t> *proIn = nullptr) {
   const int64_t D = config.headDim, K = config.kpool, G = l.guard,
                 es = elementTypeSize(config.elementType), ms = l.metaStride;
-  const reference::Geometry geometry{config.elementType, D, K};
-  Tensor k(es, {d.rows, D}, {D + l.rowPad, 1}, G),
-      g(es, {d.rows, D}, {D + l.rowPad, 1}, G), ape(4, {K, D}, {}, G),
+  const reference::Geometry geometry{config.elementType, D, K,
+                                     kSubnormalWeights};
+  const int64_t I = l.inner;
+  Tensor k(es, {d.rows, D}, {D * I + l.rowPad, I}, G),
+      g(es, {d.rows, D}, {D * I + l.rowPad, I}, G), ape(4, {K, D}, {}, G),
       iro(4, {d.B + 1}, {ms}, G), cache(4, {d.B}, {ms}, G),
       slots(4, {d.B}, {ms}, G), proOut(4, {d.B + 1}, {ms}, G),
       proGiven(4, {d.B + 1}, {ms}, G), closed(4, {d.B}, {ms}, G),
-      closedRows(es, {d.B, D}, {D + l.pooledPad, 1}, G),
-      pooled(es, {pooledRows, D}, {D + l.pooledPad, 1}, G),
-      ring(es, {d.maxSlots, 2, K, D}, {2 * K * D + l.slotPad, K * D, D, 1}, G);
+      closedRows(es, {d.B, D}, {D * I + l.pooledPad, I}, G),
+      pooled(es, {pooledRows, D}, {D * I + l.pooledPad, I}, G),
+      ring(es, {d.maxSlots, 2, K, D},
+           {2 * K * D * I + l.slotPad, K * D * I, D * I, I}, G);
   std::mt19937 rng(99);
   k.fillRandom(rng, d.k);
   g.fillRandom(rng, d.g);
@@ -239,7 +257,11 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       }
     }
     cuda::OwnedStream stream;
-    Stream on = stream.stream();
+    // Every call records its smallest bad-metadata finding in one status
+    // word (docs/semantics.md, "The status word").
+    Tensor status(8, {1});
+    status.upload(stream.get());
+    Stream on(stream.get(), static_cast<uint64_t *>(status.deviceView().data));
     for (Tensor *t : inputs)
       t->upload(stream.get());
     for (Tensor *t : outputs)
@@ -267,6 +289,8 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       t->image = t->download(stream.get());
     for (Tensor *t : outputs)
       t->image = t->download(stream.get());
+    std::vector<uint8_t> word = status.download(stream.get());
+    std::memcpy(&out.statusWord, word.data(), 8);
   } else {
     if (ops & RingClose)
       reference::ringClose(geometry, closedRows.hostView(), closed.hostView(),
@@ -324,9 +348,11 @@ void randomize(const KernelConfig &config, CallData &d, std::mt19937 &rng) {
 CallData raggedCall(const KernelConfig &config, unsigned seed) {
   CallData d;
   // prefill, speculative decode past 2^18, decode, chunked prefill
-  // continuation, no tokens, batch padding (num_requests = 5).
+  // continuation, no tokens, batch padding (num_requests = 5). Requests 1
+  // and 3 hold ring members for every kpool of 2 to 4: two pools closed
+  // from the ring.
   std::vector<uint32_t> tokens = {37, 3, 1, 19, 0, 0};
-  d.cache = {0, 300001, 6, 10, 5, 9};
+  d.cache = {0, 300001, 6, 11, 5, 9};
   d.slots = {3, 0, 5, 1, 4, 2};
   d.B = 6;
   d.numRequests = 5;
@@ -460,6 +486,7 @@ void caseRagged(const KernelSet &kernels) {
   {
     Case c(describe(config) + ": (a) ragged call, all four ops vs reference");
     compareWithReference(c, config, gpu, ref, closedScales, pooledScales);
+    c.check(gpu.statusWord == 0, "the status word stays 0");
     if (config.kpool > 1) {
       int64_t closedCount = 0;
       for (uint32_t v : gpu.closed)
@@ -566,7 +593,7 @@ void caseSpeculative(const KernelSet &kernels, int64_t count) {
                            uint64_t(config.elementType) * 7919);
   std::mt19937 rng(29);
   std::normal_distribution<float> apeDist(0.f, 2.f);
-  int64_t ok = 0, steps = 0, verifies = 0, pools = 0;
+  int64_t ok = 0, steps = 0, verifies = 0, pools = 0, fusedSchedules = 0;
   std::string firstFailure;
   for (int64_t i = 0; i < count; ++i) {
     int64_t d = pick.range(1, 7);
@@ -579,6 +606,10 @@ void caseSpeculative(const KernelSet &kernels, int64_t count) {
     for (float &a : ape)
       a = apeDist(rng);
     DeviceSchedule schedule(kernels, seqs, 6, ape, window);
+    // Every other schedule runs each call as one fused kpool.step on the
+    // same ring window.
+    schedule.fused = i % 2 == 1;
+    fusedSchedules += schedule.fused;
     Status status;
     for (const auto &step : plan.steps) {
       std::vector<int64_t> counts(seqs.size(), -1), accepted(seqs.size(), -1);
@@ -617,8 +648,9 @@ void caseSpeculative(const KernelSet &kernels, int64_t count) {
                                                  : "; first failure: " +
                                                        firstFailure));
   c.note(std::to_string(ok) + " of " + std::to_string(count) +
-         " schedules exact, " + std::to_string(steps) + " calls, " +
-         std::to_string(verifies) + " verify steps rolled back, " +
+         " schedules exact (" + std::to_string(fusedSchedules) +
+         " of them through the fused kpool.step), " + std::to_string(steps) +
+         " calls, " + std::to_string(verifies) + " verify steps rolled back, " +
          std::to_string(pools) + " pools checked");
 }
 
@@ -647,9 +679,15 @@ void caseStrided(const KernelSet &kernels) {
   Layout misaligned;
   misaligned.name = "every base one element past alignment";
   misaligned.guard = 1;
-  for (const Layout &l : {padded, metadata, misaligned}) {
+  Layout inner;
+  inner.name = "k, gate, pooled and ring rows with innermost stride 2 (the "
+               "general-stride kernels)";
+  inner.inner = 2;
+  for (const Layout &l : {padded, metadata, misaligned, inner}) {
+    int64_t stridedBefore = kernelLaunches("_strided");
     Outputs s =
         run(config, &kernels, d, l, Validation::Check, AllOps, pro.back());
+    int64_t strided = kernelLaunches("_strided") - stridedBefore;
     bool same = s.status.ok() && dense.status.ok() && s.pro == dense.pro &&
                 s.closed == dense.closed && s.closedRows == dense.closedRows &&
                 s.pooled == dense.pooled && s.ring == dense.ring;
@@ -658,6 +696,17 @@ void caseStrided(const KernelSet &kernels) {
                       (s.status.ok() ? std::string()
                                      : " (" + s.status.message() + ")"));
     c.check(s.canaries, "padding and guards intact, inputs unchanged");
+    // Through the emulated driver: which kernels ran. kpool's
+    // general-stride kernels (ring_close, compress, seed_tail; pool_offsets
+    // has one kernel) take views whose innermost stride is not 1.
+    if (stridedBefore >= 0) {
+      bool want = l.inner != 1;
+      c.check(want ? strided == 3 : strided == 0,
+              std::string(want ? "ring_close, compress and seed_tail ran "
+                                 "their general-stride kernels"
+                               : "no general-stride kernel ran") +
+                  " (" + std::to_string(strided) + " launches)");
+    }
   }
 }
 
@@ -705,6 +754,10 @@ void caseBadMetadata(const KernelSet &kernels) {
     std::vector<double> scales =
         callScales(config, d, std::max(d.B, pooledRows));
     compareWithReference(c, config, gpu, ref, scales, scales);
+    Status word = statusWordError(gpu.statusWord);
+    c.check(!word.ok() && word.message().find("request ") != std::string::npos,
+            "the status word records a finding naming a request");
+    c.note("status word: \"" + word.message() + "\"");
   }
 }
 
@@ -809,47 +862,188 @@ void caseValidation(const KernelSet &kernels) {
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// (g) subnormal weights against the exact function under the kernels' rule
+//===----------------------------------------------------------------------===//
+
+void caseSubnormal(const KernelSet &kernels) {
+  const KernelConfig &config = kernels.config();
+  const int64_t D = config.headDim, K = config.kpool, pools = 64;
+  const ElementType t = config.elementType;
+  if (K < 2)
+    return; // a single member weighs exactly 1
+  const bool keep = kSubnormalWeights == reference::SubnormalWeights::Keep;
+  Case c(describe(config) + ": (g) subnormal weights " +
+         (keep ? "kept" : "flushed") +
+         ", gaps of 80..106 with keys up to 3e38, vs exact");
+  const int64_t es = elementTypeSize(t);
+  const double huge = t == KPOOL_F16 ? 65504.0 : 3e38;
+  CallData d;
+  d.B = 1;
+  d.rows = pools * K;
+  d.numRequests = 1;
+  d.iro = {0, uint32_t(d.rows)};
+  d.cache = {0};
+  d.slots = {0};
+  std::mt19937 rng(17);
+  randomize(config, d, rng);
+  std::uniform_real_distribution<double> gateDist(-5, 5);
+  for (int64_t m = 0; m < K; ++m) // channel 0: ape 0, z = the gates
+    d.ape[m * D] = 0;
+  auto setElement = [&](std::vector<uint8_t> &v, int64_t i, double x) {
+    uint32_t bits = reference::roundToBits(t, float(x));
+    std::memcpy(&v[i * es], &bits, es);
+  };
+  for (int64_t j = 0; j < pools; ++j)
+    for (int64_t ch = 0; ch < D; ++ch) {
+      int64_t i = j * D + ch;
+      double gap = 80 + 26.0 * double(i) / double(pools * D);
+      int64_t a = i % K, b = (a + 1 + (i / K) % (K - 1)) % K;
+      double ka = i % 3 == 0 ? 1.0 : i % 3 == 1 ? 0.0 : -0.5;
+      double kb = (i / 3) % 3 == 0 ? huge : (i / 3) % 3 == 1 ? -huge : 1.0;
+      if (i == 0) // issue 24's finding: key 3e38, z 88 below the other's
+        a = 0, b = 1, gap = 88, ka = 1, kb = huge;
+      double ga = i == 0 ? 0 : gateDist(rng);
+      for (int64_t m = 0; m < K; ++m) {
+        double shift = d.ape[a * D + ch] - d.ape[m * D + ch];
+        double g = m == a ? ga : ga + shift - (m == b ? gap : 120);
+        setElement(d.g, (j * K + m) * D + ch, g);
+        setElement(d.k, (j * K + m) * D + ch, m == a ? ka : m == b ? kb : 1.0);
+      }
+    }
+  std::vector<uint32_t> pro = {0, uint32_t(pools)};
+  Outputs gpu = run(config, &kernels, d, Layout(), Validation::Check, Compress,
+                    pools, &pro);
+  c.check(gpu.status.ok(), "compress ran" + (gpu.status.ok()
+                                                 ? std::string()
+                                                 : " (" +
+                                                       gpu.status.message() +
+                                                       ")"));
+  double worst = 0;
+  int64_t bad = 0, subnormal = 0;
+  std::string first;
+  for (int64_t j = 0; j < pools; ++j)
+    for (int64_t ch = 0; ch < D; ++ch) {
+      double z[64], k[64], maxZ = -INFINITY, maxAbsZ = 0;
+      for (int64_t m = 0; m < K; ++m) {
+        int64_t e = (j * K + m) * D + ch;
+        float g = float(loadValue(t, &d.g[e * es]));
+        z[m] = double(g + d.ape[m * D + ch]); // the f32 sum of the spec
+        k[m] = loadValue(t, &d.k[e * es]);
+        maxZ = std::max(maxZ, z[m]);
+        maxAbsZ = std::max(maxAbsZ, std::fabs(z[m]));
+      }
+      double Z = 0, A = 0, S = 0, grid = 0;
+      for (int64_t m = 0; m < K; ++m) {
+        double w = std::exp(z[m] - maxZ);
+        subnormal += w >= 0x1p-150 && w < 0x1p-126;
+        if (reference::flushesWeight(kSubnormalWeights,
+                                     float(z[m]) - float(maxZ)))
+          w = 0;
+        else if (w < 0x1p-126)
+          grid += 2.5 * 0x1p-149 * std::fabs(k[m]);
+        Z += w;
+        A += w * k[m];
+        S += w * std::fabs(k[m]);
+      }
+      double exact = A / Z, mag = S / Z;
+      double bound = t == KPOOL_F32 ? 4 + 6 * maxAbsZ : 1.0;
+      // The result is rounded at the magnitude the kept weights' grid error
+      // can carry it to (a weight of 0.54 units pushed to 3 makes the
+      // value 5.5 times S), not only at S.
+      double allowed = bound * ulpOf(t, mag + grid / Z) + grid / Z;
+      double got = loadValue(t, &gpu.pooled[(j * D + ch) * es]);
+      double err = std::fabs(got - exact);
+      worst = std::max(worst, std::isnan(err) ? INFINITY : err / allowed);
+      if (j == 0 && ch == 0)
+        c.note("finding's case: " + fmt(got) + ", exact " + fmt(exact));
+      if (!(err <= allowed) && bad++ == 0)
+        first = "pool " + std::to_string(j) + " channel " +
+                std::to_string(ch) + ": " + std::to_string(got) +
+                " vs exact " + std::to_string(exact) + " (S " +
+                std::to_string(mag) + ")";
+    }
+  c.check(bad == 0, "every pooled value within the bound of the exact one" +
+                        (bad ? " (" + std::to_string(bad) + " not; first " +
+                                   first + ")"
+                             : std::string()));
+  c.check(gpu.canaries, "guards intact, inputs unchanged");
+  c.note(std::to_string(subnormal) + " subnormal weights; worst error " +
+         fmt(worst) + " of the bound");
+}
+
 int main(int argc, char **argv) {
   int64_t speculative = 2000;
+  std::string only;
+  auto usage = [&] {
+    std::fprintf(stderr,
+                 "usage: %s [--verbose] [--speculative=<schedules per "
+                 "configuration>] [--config=<name>[,<name>...]]\n",
+                 argv[0]);
+    return 2;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--verbose" || arg == "-v") {
       verbose = true;
     } else if (arg.rfind("--speculative=", 0) == 0) {
       speculative = std::atoll(arg.c_str() + 14);
+    } else if (arg.rfind("--config=", 0) == 0) {
+      only = "," + arg.substr(9) + ",";
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--verbose] [--speculative=<schedules per "
-                   "configuration>]\n",
-                   argv[0]);
-      return 2;
+      return usage();
     }
   }
-  std::printf("kpool-gpu-check: %s\n", deviceDescription().c_str());
-  std::vector<std::unique_ptr<KernelSet>> sets;
-  auto add = [&](KernelConfig config, KernelBackend backend) {
-    sets.push_back(std::make_unique<KernelSet>(config, std::move(backend)));
+  struct Config {
+    const char *name;
+    KernelConfig config;
+    KernelBackend backend;
+    bool validation; ///< also run case (e)
   };
-  add(KPOOL_GPU_CONFIG(bf16_d128_k4), KPOOL_GPU_BACKEND(bf16_d128_k4));
-  add(KPOOL_GPU_CONFIG(f16_d128_k4), KPOOL_GPU_BACKEND(f16_d128_k4));
-  add(KPOOL_GPU_CONFIG(f32_d128_k4), KPOOL_GPU_BACKEND(f32_d128_k4));
-  add(KPOOL_GPU_CONFIG(bf16_d64_k3), KPOOL_GPU_BACKEND(bf16_d64_k3));
-  add(KPOOL_GPU_CONFIG(bf16_d8_k1), KPOOL_GPU_BACKEND(bf16_d8_k1));
+#define KPOOL_GPU_CONFIG(name, validation)                                     \
+  Config{#name, kpool_##name##_cuda_config(), kpool_##name##_cuda_backend(),   \
+         validation}
+  std::vector<Config> all = {KPOOL_GPU_CONFIG(bf16_d128_k4, true),
+                             KPOOL_GPU_CONFIG(f16_d128_k4, false),
+                             KPOOL_GPU_CONFIG(f32_d128_k4, false),
+                             KPOOL_GPU_CONFIG(bf16_d64_k3, true),
+                             KPOOL_GPU_CONFIG(bf16_d8_k1, false),
+                             KPOOL_GPU_CONFIG(f16_d32_k2, false)};
+#undef KPOOL_GPU_CONFIG
+  std::vector<Config> chosen;
+  for (Config &c : all)
+    if (only.empty() ||
+        only.find("," + std::string(c.name) + ",") != std::string::npos)
+      chosen.push_back(std::move(c));
+  if (chosen.empty() ||
+      (!only.empty() && std::count(only.begin(), only.end(), ',') !=
+                            int64_t(chosen.size()) + 1)) {
+    std::fprintf(stderr, "%s: --config names one of", argv[0]);
+    for (const char *n : {"bf16_d128_k4", "f16_d128_k4", "f32_d128_k4",
+                          "bf16_d64_k3", "bf16_d8_k1", "f16_d32_k2"})
+      std::fprintf(stderr, " %s", n);
+    std::fprintf(stderr, "\n");
+    return usage();
+  }
+  std::printf("kpool-gpu-check: %s\n", deviceDescription().c_str());
   std::printf("tolerance vs the reference: bf16/f16 %s, f32 %s ulp of the "
               "largest member key\n",
               fmt(toleranceUlp(KPOOL_BF16)).c_str(),
               fmt(toleranceUlp(KPOOL_F32)).c_str());
-  for (const auto &set : sets) {
-    const KernelSet &kernels = *set;
+  for (Config &c : chosen) {
+    KernelSet kernels(c.config, std::move(c.backend));
     caseRagged(kernels);
     caseSchedule(kernels, /*fused=*/false);
     caseSchedule(kernels, /*fused=*/true);
     caseStrided(kernels);
     caseBadMetadata(kernels);
     caseSpeculative(kernels, speculative);
+    if (c.validation)
+      caseValidation(kernels);
+    caseSubnormal(kernels);
   }
-  caseValidation(*sets[0]);
-  caseValidation(*sets[3]);
   std::printf("%d passed, %d failed\n", passed, failed);
+  std::printf("digest of every device download: %016llx\n",
+              (unsigned long long)downloadDigest());
   return failed ? 1 : 0;
 }

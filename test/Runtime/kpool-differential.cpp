@@ -1275,6 +1275,43 @@ void numericsCases(Suite &suite, const Config &cfg) {
             });
 }
 
+/// The exact pooling function of one channel (double precision from the
+/// f32 z = f32(g) + ape, as the spec defines z) under a backend's subnormal
+/// rule (docs/semantics.md, "Subnormal weights"): a weight the rule flushes
+/// (its f32 argument f32(z_m - M) below -126 ln 2) is 0, every other one
+/// exact. `grid` is what rounding kept weights below 2^-126 to f32's
+/// subnormal grid may cost, one unit of 2^-149 each: the sum of
+/// 2^-149 |k_m| / Z over those members (0 when the rule flushes them).
+struct ExactPool {
+  double value = 0, S = 0, grid = 0, maxAbsZ = 0;
+  bool subnormal = false; // a weight in [2^-150, 2^-126) (flushed or kept)
+};
+ExactPool exactPool(int64_t K, const double *z, const double *k,
+                    ref::SubnormalWeights rule = ref::kCpuSubnormalWeights) {
+  ExactPool r;
+  double maxZ = -INFINITY;
+  for (int64_t m = 0; m < K; ++m) {
+    maxZ = std::max(maxZ, z[m]);
+    r.maxAbsZ = std::max(r.maxAbsZ, std::fabs(z[m]));
+  }
+  double Z = 0, A = 0, S = 0, grid = 0;
+  for (int64_t m = 0; m < K; ++m) {
+    double e = std::exp(z[m] - maxZ);
+    r.subnormal |= e >= 0x1.0p-150 && e < 0x1.0p-126;
+    if (ref::flushesWeight(rule, float(z[m]) - float(maxZ)))
+      e = 0;
+    Z += e;
+    A += e * k[m];
+    S += e * std::fabs(k[m]);
+    if (e > 0 && e < 0x1.0p-126)
+      grid += 0x1.0p-149 * std::fabs(k[m]);
+  }
+  r.value = A / Z;
+  r.S = S / Z;
+  r.grid = grid / Z;
+  return r;
+}
+
 /// compress on one request of many pools against the exact value of the
 /// pooling function (see ExactStats): moderate gates, wide gates (weights
 /// down to subnormal and zero) and gates up to +-200.
@@ -1310,30 +1347,21 @@ void exactCases(Suite &suite, const Config &cfg) {
                   return;
                 for (int64_t j = 0; j < pools; ++j)
                   for (int64_t d = 0; d < D; ++d) {
-                    double z[64], maxZ = -INFINITY, maxAbsZ = 0;
-                    double k[64];
+                    double z[64], k[64];
                     for (int64_t m = 0; m < K; ++m) {
                       int64_t row = j * K + m;
                       float g = ref::fromBits(cfg.type, o.gate.at({row, d}));
                       float a = ref::fromBits(KPOOL_F32, o.ape.at({m, d}));
                       z[m] = double(g + a); // an f32 sum, as in the spec
                       k[m] = ref::fromBits(cfg.type, o.k.at({row, d}));
-                      maxZ = std::max(maxZ, z[m]);
-                      maxAbsZ = std::max(maxAbsZ, std::fabs(z[m]));
                     }
-                    double Z = 0, A = 0, S = 0;
-                    for (int64_t m = 0; m < K; ++m) {
-                      double e = std::exp(z[m] - maxZ);
-                      Z += e;
-                      A += e * k[m];
-                      S += e * std::fabs(k[m]);
-                    }
+                    // Under the CPU kernels' rule for subnormal weights.
+                    ExactPool x = exactPool(K, z, k);
                     double got = ref::fromBits(cfg.type, o.pooled.at({j, d}));
-                    double err = std::fabs(got - A / Z) /
-                                 ref::ulpOf(cfg.type, S / Z);
-                    double bound = cfg.type == KPOOL_F32
-                                       ? 4 + 6 * maxAbsZ
-                                       : exactStats.bound16;
+                    double err =
+                        std::fabs(got - x.value) / ref::ulpOf(cfg.type, x.S);
+                    double bound = cfg.type == KPOOL_F32 ? 4 + 6 * x.maxAbsZ
+                                                         : exactStats.bound16;
                     exactStats.maxUlp[t] = std::max(exactStats.maxUlp[t], err);
                     exactStats.maxShare[t] =
                         std::max(exactStats.maxShare[t], err / bound);
@@ -1342,11 +1370,154 @@ void exactCases(Suite &suite, const Config &cfg) {
                       c.fail("gates +-" + std::to_string(int(spreads[round])) +
                              ": pool " + std::to_string(j) + " channel " +
                              std::to_string(d) + ": " + std::to_string(got) +
-                             " vs exact " + std::to_string(A / Z) + ", " +
+                             " vs exact " + std::to_string(x.value) + ", " +
                              std::to_string(err) + " ulp of S (bound " +
                              std::to_string(bound) + ")");
                   }
               }
+            });
+}
+
+/// Subnormal weights (revision 3; issue 24, finding 5): a member whose z is
+/// 80 to 106 below the pool's max and whose key is as large as T allows
+/// (3e38 in bf16 and f32). Its weight exp(z - M) is subnormal below 87.3,
+/// yet its term e * k is of the order of 1. The CPU kernels flush every
+/// such weight and no other, so they (and the reference, given the CPU's
+/// rule) must match the exact function with exactly those weights zero,
+/// within the contract's bound in ulps of S; under the other rule (keep)
+/// the same inputs differ from it by up to 1.8 per flushed weight, which
+/// the case checks too, so that it can tell the rules apart. Pool 0 channel
+/// 0 is the finding's case: a member with key 3e38 and a z 88 below the
+/// other member's (exact value 2.82 with the weight kept, 1 with it
+/// flushed; the exp before revision 3 flushed it there but kept weights
+/// 87.34 to 87.68 below the max).
+void subnormalCases(Suite &suite, const Config &cfg) {
+  if (cfg.K < 2)
+    return; // one member weighs exactly 1
+  std::string p = cfg.name() + " ";
+  suite.run(p + "subnormal weights flushed, all and only those: gaps of "
+                "80..106 with keys up to 3e38, kernels and reference vs exact",
+            [&](Check &c) {
+              auto ks = kernels(cfg, c);
+              if (!ks)
+                return;
+              const int64_t K = cfg.K, D = cfg.D, pools = 64;
+              const double huge =
+                  cfg.type == KPOOL_F16 ? 65504.0 : 3e38; // largest keys
+              Rng rng(950);
+              Buffer ape = makeApe(cfg, rng);
+              Buffer tail = makeTail(cfg, rng, 1);
+              CallSpec spec = makeCall(cfg, rng, {{pools * K, 0, 0}}, 1);
+              auto f32At = [&](const std::vector<uint32_t> &v, int64_t row,
+                               int64_t d) {
+                return ref::fromBits(cfg.type, v[row * D + d]);
+              };
+              // Channel 0 has ape = 0, so the finding's z are its gates.
+              for (int64_t m = 0; m < K; ++m)
+                ape.set({m, 0}, ref::f32Bits(0.0f));
+              for (int64_t j = 0; j < pools; ++j)
+                for (int64_t d = 0; d < D; ++d) {
+                  int64_t i = j * D + d;
+                  double gap = 80 + 26.0 * double(i) / double(pools * D);
+                  int64_t a = i % K, b = (a + 1 + (i / K) % (K - 1)) % K;
+                  double ka = i % 3 == 0 ? 1.0 : i % 3 == 1 ? 0.0 : -0.5;
+                  double kb = (i / 3) % 3 == 0   ? huge
+                              : (i / 3) % 3 == 1 ? -huge
+                                                 : 1.0;
+                  if (i == 0) { // the finding's case
+                    a = 0, b = 1, gap = 88, ka = 1, kb = huge;
+                  }
+                  auto apeOf = [&](int64_t m) {
+                    return double(ref::fromBits(KPOOL_F32, ape.at({m, d})));
+                  };
+                  double ga = i == 0 ? 0 : rng.uniform(-5, 5);
+                  for (int64_t m = 0; m < K; ++m) {
+                    int64_t row = j * K + m;
+                    double g = m == a   ? ga
+                               : m == b ? ga + apeOf(a) - apeOf(m) - gap
+                                        : ga + apeOf(a) - apeOf(m) - 120;
+                    double key = m == a ? ka : m == b ? kb : 1.0;
+                    spec.gate[row * D + d] = ref::roundToBits(cfg.type, float(g));
+                    spec.k[row * D + d] = ref::roundToBits(cfg.type, float(key));
+                  }
+                }
+              Ops o = makeOps(cfg, spec, ape, tail, Layouts());
+              if (!c.expect(kPoolOffsets(*ks, o, Validation::Check).ok(),
+                            "pool_offsets failed"))
+                return;
+              o.pooled = Buffer::make(cfg.esize(), {pools, D});
+              Ops r = o;
+              if (!c.expect(kCompress(*ks, o, Validation::Check).ok(),
+                            "compress failed"))
+                return;
+              rCompress(cfg, r);
+              const double bound16 = 0.51;
+              double worst[2] = {0, 0}; // kernels, reference: err / allowed
+              int64_t subnormal = 0, rulesDiffer = 0;
+              int reported = 0;
+              for (int64_t j = 0; j < pools; ++j)
+                for (int64_t d = 0; d < D; ++d) {
+                  double z[64], k[64];
+                  for (int64_t m = 0; m < K; ++m) {
+                    int64_t row = j * K + m;
+                    float g = f32At(spec.gate, row, d);
+                    float a = ref::fromBits(KPOOL_F32, o.ape.at({m, d}));
+                    z[m] = double(g + a); // an f32 sum, as in the spec
+                    k[m] = f32At(spec.k, row, d);
+                  }
+                  ExactPool e = exactPool(K, z, k);
+                  ExactPool kept =
+                      exactPool(K, z, k, ref::SubnormalWeights::Keep);
+                  subnormal += e.subnormal;
+                  if (std::fabs(kept.value - e.value) >
+                      64 * ref::ulpOf(cfg.type, e.S))
+                    ++rulesDiffer;
+                  double bound = cfg.type == KPOOL_F32 ? 4 + 6 * e.maxAbsZ
+                                                       : bound16;
+                  double allowed =
+                      bound * ref::ulpOf(cfg.type, e.S) + e.grid;
+                  for (int side = 0; side < 2; ++side) {
+                    const Buffer &out = side == 0 ? o.pooled : r.pooled;
+                    double got = ref::fromBits(cfg.type, out.at({j, d}));
+                    double err = std::fabs(got - e.value);
+                    worst[side] = std::max(worst[side], err / allowed);
+                    if (j == 0 && d == 0 && side == 0) {
+                      char buf[160];
+                      std::snprintf(buf, sizeof(buf),
+                                    "finding's case (key %g, gap 88): "
+                                    "kernels %.6g, exact %.6g (with the "
+                                    "weight kept: %.6g)",
+                                    k[1], got, e.value, kept.value);
+                      c.note(buf);
+                    }
+                    if (!(err <= allowed) && reported++ < 4) {
+                      char buf[320];
+                      std::snprintf(
+                          buf, sizeof(buf),
+                          "%s: pool %lld channel %lld: %.9g vs exact %.9g "
+                          "(S %.3g), %.3g ulp of S (bound %.3g + the "
+                          "subnormal grid %.3g ulp)",
+                          side == 0 ? "kernels" : "reference", (long long)j,
+                          (long long)d, got, e.value, e.S,
+                          err / ref::ulpOf(cfg.type, e.S), bound,
+                          e.grid / ref::ulpOf(cfg.type, e.S));
+                      c.fail(buf);
+                    }
+                  }
+                }
+              c.note(std::to_string(subnormal) +
+                     " channels with a subnormal weight (" +
+                     std::to_string(rulesDiffer) +
+                     " where keeping it would be off by more than 64 ulp of "
+                     "S); worst error / allowed: kernels " +
+                     std::to_string(worst[0]) + ", reference " +
+                     std::to_string(worst[1]));
+              // f16 keys (at most 65504) make every subnormal term
+              // negligible; in bf16 and f32 the case must separate the
+              // rules.
+              if (cfg.type != KPOOL_F16)
+                c.expect(rulesDiffer > pools,
+                         "the inputs do not tell flushing from keeping");
             });
 }
 
@@ -1809,6 +1980,7 @@ int main(int argc, char **argv) {
     referenceCases(suite, cfg);
     numericsCases(suite, cfg);
     exactCases(suite, cfg);
+    subnormalCases(suite, cfg);
     identityCases(suite, cfg);
     emptyCases(suite, cfg);
     stridedCases(suite, cfg);

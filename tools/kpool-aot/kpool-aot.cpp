@@ -33,6 +33,8 @@
 #include "kpool/Runtime/KernelABI.h"
 #include "kpool/Runtime/KernelExtents.h"
 #include "kpool/Runtime/KernelPacks.h"
+#include "kpool/Tools/Version.h"
+#include "kpool/Version.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/IR/Constants.h"
@@ -52,63 +54,70 @@
 
 using namespace llvm;
 
+/// kpool-aot's own options: `--help` lists these only; the LLVM options
+/// linked into the tool are behind `--help-hidden`.
+static cl::OptionCategory aotCategory("kpool-aot options");
+
 static cl::opt<std::string> elementType("type", cl::desc("bf16, f16 or f32"),
-                                        cl::init("bf16"));
+                                        cl::init("bf16"), cl::cat(aotCategory));
 static cl::opt<int64_t> headDim("head-dim", cl::desc("channels per key"),
-                                cl::init(128));
+                                cl::init(128), cl::cat(aotCategory));
 static cl::opt<int64_t> poolSize("kpool", cl::desc("tokens per pool"),
-                                 cl::init(4));
+                                 cl::init(4), cl::cat(aotCategory));
 static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
-                                   cl::init("cpu"));
+                                   cl::init("cpu"), cl::cat(aotCategory));
 static cl::opt<std::string> outputObject("o", cl::desc("object file"),
-                                         cl::Required);
+                                         cl::Required, cl::cat(aotCategory));
 static cl::opt<std::string> outputHeader("header", cl::desc("C header"),
-                                         cl::init(""));
-static cl::opt<std::string>
-    outputLLVM("emit-llvm", cl::desc("also write the LLVM IR"), cl::init(""));
+                                         cl::init(""), cl::cat(aotCategory));
+static cl::opt<std::string> outputLLVM("emit-llvm",
+                                       cl::desc("also write the LLVM IR"),
+                                       cl::init(""), cl::cat(aotCategory));
 static cl::opt<std::string>
     hostCPU("mcpu",
             cl::desc("host CPU the object is for (default: this machine's "
                      "for --target=cpu, generic x86-64 for --target=cuda)"),
-            cl::init(""));
+            cl::init(""), cl::cat(aotCategory));
 static cl::opt<bool> openmp("openmp",
                             cl::desc("cpu: OpenMP threads (needs libomp)"),
-                            cl::init(false));
+                            cl::init(false), cl::cat(aotCategory));
 static cl::opt<int64_t> vectorSize("vector-size",
                                    cl::desc("cpu: channels per vector"),
-                                   cl::init(16));
+                                   cl::init(16), cl::cat(aotCategory));
 static cl::opt<std::string> chip("chip", cl::desc("cuda: GPU architecture"),
-                                 cl::init("sm_90"));
+                                 cl::init("sm_90"), cl::cat(aotCategory));
 static cl::opt<std::string> features("features", cl::desc("cuda: PTX features"),
-                                     cl::init("+ptx80"));
+                                     cl::init("+ptx80"), cl::cat(aotCategory));
 static cl::opt<std::string> binaryFormat(
     "format",
     cl::desc("cuda: ptx+cubin (PTX, and a cubin where ptxas is found: the "
              "loader falls back to the PTX), isa, bin or fatbin"),
-    cl::init("ptx+cubin"));
-static cl::opt<std::string>
-    cudaToolkit("cuda-toolkit", cl::desc("cuda: toolkit root"), cl::init(""));
+    cl::init("ptx+cubin"), cl::cat(aotCategory));
+static cl::opt<std::string> cudaToolkit("cuda-toolkit",
+                                        cl::desc("cuda: toolkit root"),
+                                        cl::init(""), cl::cat(aotCategory));
 static cl::opt<std::string>
     cacheEntry("cache",
                cl::desc("pool-cache kernels (compress_cache, ...): none, "
                         "element (entries of the element type) or fp8"),
-               cl::init("none"));
-static cl::opt<std::string> cacheRotate("rotate",
-                                        cl::desc("pool cache: none or hadamard"),
-                                        cl::init("none"));
+               cl::init("none"), cl::cat(aotCategory));
+static cl::opt<std::string>
+    cacheRotate("rotate", cl::desc("pool cache: none or hadamard"),
+                cl::init("none"), cl::cat(aotCategory));
 static cl::opt<std::string>
     cacheScale("scale", cl::desc("pool cache, fp8: absmax or pow2"),
-               cl::init("absmax"));
+               cl::init("absmax"), cl::cat(aotCategory));
 static cl::opt<bool>
     pack("pack",
          cl::desc("write a kernel pack of the --config "
                   "configurations (link -o into a shared library)"),
-         cl::init(false));
+         cl::init(false), cl::cat(aotCategory));
 static cl::list<std::string> packConfigs(
     "config",
     cl::desc("--pack: <type>:<head_dim>:<kpool>[:<format>], the format "
              "none (the default), element-<rotate>, fp8-<rotate>-<scale> or "
-             "all (no cache and every format); repeatable"));
+             "all (no cache and every format); repeatable"),
+    cl::cat(aotCategory));
 
 /// The cache format of the options (validated in main).
 static kpool::CacheFormat cacheFormat() {
@@ -714,6 +723,14 @@ static int writePack(mlir::MLIRContext &context, bool cuda) {
                    std::to_string(c.dim) + "/" + std::to_string(c.pool) + "/" +
                    formatName(c.cache);
   addPackTable(*linked, configs, cuda, description);
+  // A pack exports its entry point only (kpool/ABI/KernelPack.h): its
+  // kernels' symbols are hidden, so that they never interpose, or get
+  // interposed by, another pack's or a program's kernels of the same
+  // configuration.
+  for (GlobalValue &g : linked->global_values())
+    if (!g.isDeclaration() && !g.hasLocalLinkage() &&
+        g.getName() != KPOOL_KERNEL_PACK_ENTRY)
+      g.setVisibility(GlobalValue::HiddenVisibility);
 
   std::string object, ir;
   if (failed(mlir::kpool::emitObject(*linked, options, object, error,
@@ -728,6 +745,18 @@ static int writePack(mlir::MLIRContext &context, bool cuda) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  mlir::kpool::setToolVersionPrinter("kpool-aot");
+  // LLVM's own options (the backends', the pass managers') stay usable but
+  // only --help-hidden lists them: HideUnrelatedOptions would drop them from
+  // it too (cl::ReallyHidden), so those it hides are made cl::Hidden.
+  SmallVector<cl::Option *> shown;
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.second->getOptionHiddenFlag() == cl::NotHidden)
+      shown.push_back(entry.second);
+  cl::HideUnrelatedOptions(aotCategory);
+  for (cl::Option *option : shown)
+    if (option->getOptionHiddenFlag() == cl::ReallyHidden)
+      option->setHiddenFlag(cl::Hidden);
   cl::ParseCommandLineOptions(argc, argv, "kpool ahead-of-time kernels\n");
 
   bool cuda = target == "cuda";

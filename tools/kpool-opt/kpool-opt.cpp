@@ -1,6 +1,7 @@
 //===- kpool-opt.cpp - mlir-opt with the kpool dialect --------------------===//
 
 #include "kpool/InitAll.h"
+#include "kpool/Tools/Version.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -9,6 +10,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  mlir::kpool::setToolVersionPrinter("kpool-opt");
   mlir::registerAllPasses();
   mlir::kpool::registerAllPasses();
 

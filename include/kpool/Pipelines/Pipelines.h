@@ -194,6 +194,16 @@ std::string resolveCudaToolkitPath(StringRef option);
 /// allocates nothing can skip it and update in place with no copy.
 void buildBufferizationPipeline(OpPassManager &pm, bool deallocate = true);
 
+/// Checks that `pm` can take the passes of the pipeline `pipeline`: they
+/// bufferize and convert whole modules, so `pm` must run on
+/// `builtin.module` (or be op-agnostic, `any`, where they run on the
+/// modules it meets). Adding them to a pass manager of another operation
+/// would abort in OpPassManager::addPass; instead this returns failure and
+/// sets `error` (when not null) to a message naming where the pipeline must
+/// be nested. Both build functions call it first.
+LogicalResult checkPipelineAnchor(const OpPassManager &pm, StringRef pipeline,
+                                  std::string *error);
+
 /// Registers `kpool-lower-to-llvm` (and the GPU pipeline when it is built).
 void registerPipelines();
 

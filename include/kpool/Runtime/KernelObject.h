@@ -100,9 +100,6 @@ struct JitPlugin {
 /// Changes whenever the plugin interface or the types it passes change.
 inline constexpr uint32_t kJitPluginAbiVersion = 1;
 
-/// kpool's version ("0.1.0").
-const char *version();
-
 } // namespace kpool
 
 #endif // KPOOL_RUNTIME_KERNELOBJECT_H

@@ -14,6 +14,7 @@
 #include "ObjectLoader.h"
 
 #include "kpool/Runtime/KernelCache.h"
+#include "kpool/Version.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -24,9 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef KPOOL_VERSION_STRING
-#error "KPOOL_VERSION_STRING must be defined by the build"
-#endif
 #ifndef KPOOL_LLVM_VERSION
 #error "KPOOL_LLVM_VERSION must be defined by the build"
 #endif
@@ -34,8 +32,6 @@
 
 using namespace kpool;
 using namespace kpool::detail;
-
-const char *kpool::version() { return KPOOL_VERSION_STRING; }
 
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include "kpool/ABI/KernelPack.h"
 #include "kpool/Runtime/KernelSet.h"
+#include "kpool/Version.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -113,8 +114,9 @@ Status kpool::loadKernelPack(const std::string &path, int64_t *configurations) {
   if (pack->kernelAbiHash != kernelAbiHash())
     return fail(std::string("it was made by kpool ") +
                 (pack->kpoolVersion ? pack->kpoolVersion : "?") +
-                " for another kernel ABI than this runtime's (kpool " +
-                version() + "): rebuild it with this kpool-aot");
+                " for another kernel ABI than this runtime's "
+                "(kpool " KPOOL_VERSION_STRING "): rebuild it with this "
+                "kpool-aot");
   // Check every configuration before registering any.
   std::vector<std::pair<KernelConfig, KernelBackend>> sets;
   for (uint32_t i = 0; i < pack->numConfigs; ++i) {

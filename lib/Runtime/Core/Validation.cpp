@@ -157,6 +157,11 @@ Status Validator::requests(const RequestChecks &c) {
     stamps.begin(c.slotRequests);
   const uint64_t K = static_cast<uint64_t>(geometry.kpool);
   uint64_t total = 0;
+  // Without pool_row_offsets (the fused step): the first request whose
+  // pools reach past the rows of 'pooled', and the pools up to it (the
+  // request the kernels' PooledCapacity finding names).
+  int64_t pastCapacity = -1;
+  uint64_t throughPast = 0;
   // The first request whose slot an earlier request holds. Reported last,
   // after every other finding: it is the one finding no kernel guard sees
   // (the status word cannot report it), so any other fault of the call is
@@ -192,8 +197,13 @@ Status Validator::requests(const RequestChecks &c) {
       continue;
     uint64_t count = completedPools(c.cache[b], hi - lo, K);
     total += count;
-    if (!c.pro)
+    if (!c.pro) {
+      if (pastCapacity < 0 && total > uint64_t(c.pooledRows)) {
+        pastCapacity = b;
+        throughPast = total;
+      }
       continue;
+    }
     int64_t got = int64_t(c.pro[b + 1]) - int64_t(c.pro[b]);
     if (got != int64_t(count))
       return error("request " + std::to_string(b) + ": pool_row_offsets[" +
@@ -211,10 +221,13 @@ Status Validator::requests(const RequestChecks &c) {
       return error("pool_row_offsets[" + std::to_string(B) +
                    "] = " + std::to_string(c.pro[B]) + " is past the " +
                    std::to_string(c.pooledRows) + " rows of 'pooled'");
-  } else if (c.cache && total > uint64_t(c.pooledRows)) {
-    return error("the call completes " + std::to_string(total) +
-                 " pool(s), past the " + std::to_string(c.pooledRows) +
-                 " rows of 'pooled'");
+  } else if (c.cache && pastCapacity >= 0) {
+    return error("request " + std::to_string(pastCapacity) +
+                 ": its pools reach past the " + std::to_string(c.pooledRows) +
+                 " rows of 'pooled' (requests 0.." +
+                 std::to_string(pastCapacity) + " complete " +
+                 std::to_string(throughPast) + " pool(s), the call completes " +
+                 std::to_string(total) + ")");
   }
   if (duplicate >= 0) {
     uint32_t slot = c.slots[duplicate];

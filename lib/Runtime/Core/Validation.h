@@ -63,7 +63,9 @@ struct RequestChecks {
   int64_t maxSlots = 0;
   /// With `cache` (the rows of every request then checked): each request's
   /// pools are counted; with `pro`, its range there must be that count and
-  /// pro[rowRequests] at most `pooledRows`; without, the total must be.
+  /// pro[rowRequests] at most `pooledRows`; without (the fused step), the
+  /// pools of requests 0..b must fit it for every b (the first request past
+  /// it is named, as the kernels' PooledCapacity finding).
   Metadata cache;
   Metadata pro;
   int64_t pooledRows = 0;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kpool/Runtime/Jit.h"
+#include "kpool/Version.h"
 
 extern "C" __attribute__((visibility("default"))) const kpool::JitPlugin *
 kpoolJitPlugin() {

@@ -207,19 +207,29 @@ func.func @step_with_cache(%tail: tensor<?x2x4x8xbf16>, %k: !rows,
 // CHECK-LABEL: func.func @one_cache
 // CHECK:       kpool.ring_close
 // CHECK-NOT:   kpool.step
+// ring_close and compress writing one pooled buffer in turn is valid for
+// the four ops, but the step would write it twice in one kernel, which the
+// verifier rejects (docs/semantics.md, "Overlapping operands"): not fused.
+// CHECK-LABEL: func.func @shared_pooled
+// CHECK:       kpool.ring_close
+// CHECK:       kpool.pool_offsets
+// CHECK:       kpool.compress
+// CHECK:       kpool.seed_tail
+// CHECK-NOT:   kpool.step
 func.func @buffers_with_cache(%tail: memref<?x2x4x8xbf16>, %k: !rows,
     %ape: memref<4x8xf32>, %m: !meta, %n: i32, %c: !rows, %id: memref<?xi32>,
-    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales) {
+    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales, %p: !meta,
+    %pc: !rows) {
   kpool.ring_close kpool(4) head_dim(8)
       ins(%tail, %k, %k, %ape, %m, %m, %m : memref<?x2x4x8xbf16>, !rows,
           !rows, memref<4x8xf32>, !meta, !meta, !meta)
       num_requests(%n) outs(%c, %id : !rows, memref<?xi32>)
       to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
-  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%m : !meta)
+  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%p : !meta)
   kpool.compress kpool(4) head_dim(8)
-      ins(%k, %k, %ape, %m, %m, %m : !rows, !rows, memref<4x8xf32>, !meta,
+      ins(%k, %k, %ape, %m, %p, %m : !rows, !rows, memref<4x8xf32>, !meta,
           !meta, !meta)
-      outs(%c : !rows)
+      outs(%pc : !rows)
       to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
   kpool.seed_tail kpool(4) head_dim(8)
       ins(%k, %k, %m, %m, %m : !rows, !rows, !meta, !meta, !meta)
@@ -228,18 +238,19 @@ func.func @buffers_with_cache(%tail: memref<?x2x4x8xbf16>, %k: !rows,
 }
 func.func @caches_differ(%tail: memref<?x2x4x8xbf16>, %k: !rows,
     %ape: memref<4x8xf32>, %m: !meta, %n: i32, %c: !rows, %id: memref<?xi32>,
-    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales) {
+    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales, %p: !meta,
+    %pc: !rows) {
   kpool.ring_close kpool(4) head_dim(8)
       ins(%tail, %k, %k, %ape, %m, %m, %m : memref<?x2x4x8xbf16>, !rows,
           !rows, memref<4x8xf32>, !meta, !meta, !meta)
       num_requests(%n) outs(%c, %id : !rows, memref<?xi32>)
       to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
       scale(pow2)
-  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%m : !meta)
+  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%p : !meta)
   kpool.compress kpool(4) head_dim(8)
-      ins(%k, %k, %ape, %m, %m, %m : !rows, !rows, memref<4x8xf32>, !meta,
+      ins(%k, %k, %ape, %m, %p, %m : !rows, !rows, memref<4x8xf32>, !meta,
           !meta, !meta)
-      outs(%c : !rows)
+      outs(%pc : !rows)
       to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
   kpool.seed_tail kpool(4) head_dim(8)
       ins(%k, %k, %m, %m, %m : !rows, !rows, !meta, !meta, !meta)
@@ -248,17 +259,35 @@ func.func @caches_differ(%tail: memref<?x2x4x8xbf16>, %k: !rows,
 }
 func.func @one_cache(%tail: memref<?x2x4x8xbf16>, %k: !rows,
     %ape: memref<4x8xf32>, %m: !meta, %n: i32, %c: !rows, %id: memref<?xi32>,
-    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales) {
+    %bt: memref<?x?xi32>, %codes: !codes, %scales: !scales, %p: !meta,
+    %pc: !rows) {
   kpool.ring_close kpool(4) head_dim(8)
       ins(%tail, %k, %k, %ape, %m, %m, %m : memref<?x2x4x8xbf16>, !rows,
           !rows, memref<4x8xf32>, !meta, !meta, !meta)
       num_requests(%n) outs(%c, %id : !rows, memref<?xi32>)
-  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%m : !meta)
+  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%p : !meta)
   kpool.compress kpool(4) head_dim(8)
-      ins(%k, %k, %ape, %m, %m, %m : !rows, !rows, memref<4x8xf32>, !meta,
+      ins(%k, %k, %ape, %m, %p, %m : !rows, !rows, memref<4x8xf32>, !meta,
+          !meta, !meta)
+      outs(%pc : !rows)
+      to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
+  kpool.seed_tail kpool(4) head_dim(8)
+      ins(%k, %k, %m, %m, %m : !rows, !rows, !meta, !meta, !meta)
+      num_requests(%n) outs(%tail : memref<?x2x4x8xbf16>)
+  return
+}
+func.func @shared_pooled(%tail: memref<?x2x4x8xbf16>, %k: !rows,
+    %ape: memref<4x8xf32>, %m: !meta, %n: i32, %c: !rows, %id: memref<?xi32>,
+    %p: !meta) {
+  kpool.ring_close kpool(4) head_dim(8)
+      ins(%tail, %k, %k, %ape, %m, %m, %m : memref<?x2x4x8xbf16>, !rows,
+          !rows, memref<4x8xf32>, !meta, !meta, !meta)
+      num_requests(%n) outs(%c, %id : !rows, memref<?xi32>)
+  kpool.pool_offsets kpool(4) ins(%m, %m : !meta, !meta) outs(%p : !meta)
+  kpool.compress kpool(4) head_dim(8)
+      ins(%k, %k, %ape, %m, %p, %m : !rows, !rows, memref<4x8xf32>, !meta,
           !meta, !meta)
       outs(%c : !rows)
-      to_cache(%bt, %codes, %scales : memref<?x?xi32>, !codes, !scales)
   kpool.seed_tail kpool(4) head_dim(8)
       ins(%k, %k, %m, %m, %m : !rows, !rows, !meta, !meta, !meta)
       num_requests(%n) outs(%tail : memref<?x2x4x8xbf16>)

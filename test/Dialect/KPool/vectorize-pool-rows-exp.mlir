@@ -3,17 +3,20 @@
 // RUN: kpool-opt %s -split-input-file -kpool-lower-to-llvm=bufferize=false | FileCheck %s --check-prefix=LLVM
 
 // kpool-vectorize-pool-rows rewrites the math.exp of every pooled row, vector
-// or scalar, with kpool's polynomial approximation (Numerics.cpp: a
-// round-to-nearest reduction by one math.fma with 1.5 * 2^23 + 127, FMAs, 2^n
-// by a shift of that sum's bits; no math.floor and no float-to-int
-// conversion), so that no libm call or llvm.intr.exp is left and every row
-// computes the same bits. (The predicate given to
+// or scalar, with kpool's polynomial approximation (Numerics.cpp: x clamped
+// at -88; a round-to-nearest reduction by one math.fma with 1.5 * 2^23 +
+// 127, FMAs, 2^n by a shift of that sum's bits, replaced by +0 below
+// -126 ln 2 = -87.3365..., which flushes every subnormal weight; no
+// math.floor and no float-to-int conversion), so that no libm call or
+// llvm.intr.exp is left and every row computes the same bits. (The predicate given to
 // populateMathPolynomialApproximationPatterns sees the full operation name,
 // "math.exp"; comparing it with "exp" once left every exp in place.)
 
 // CHECK-LABEL: func @compress
 //   CHECK-NOT:   math.exp
-//       CHECK:   arith.constant {{(dense<)?}}0x4B40007F
+//   CHECK-DAG:   arith.constant {{(dense<)?}}-8.800000e+01
+//   CHECK-DAG:   arith.constant {{(dense<)?}}-87.336540{{[0-9]*}}
+//   CHECK-DAG:   arith.constant {{(dense<)?}}0x4B40007F
 //   CHECK-NOT:   math.floor
 //       CHECK:   math.fma
 //   CHECK-NOT:   math.floor

@@ -2,8 +2,11 @@
 // kpool-lower-to-nvvm (fatbin, cubin for sm_90 plus PTX), device buffers
 // and copies through gpu.alloc/gpu.memcpy (made asynchronous by
 // gpu-async-region, as the GPU-to-LLVM lowering requires), executed by
-// mlir-runner with the project's CUDA runtime wrappers. lit.local.cfg makes
-// it unsupported where no GPU is found.
+// mlir-runner with the project's CUDA runtime wrappers -- on a GPU, or
+// through the emulated CUDA driver (test/lib/CudaEmu), which reads the PTX
+// the fatbin carries (zstd-compressed) and executes it.
+//
+// REQUIRES: ptx-executor
 //
 // 1. The program's own checks (its CHECK lines): pools agree bit for bit
 //    across chunkings (ring_close vs compress), across the vector and

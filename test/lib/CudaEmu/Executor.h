@@ -56,12 +56,33 @@ struct Options {
   uint64_t seed = 0;
   Approx approx = Approx::Nominal;
   uint64_t approxSeed = 0;
+  /// Memory accesses are always checked before any byte moves: an access
+  /// outside every live allocation (or shared/local window, or misaligned)
+  /// stops the launch whatever this says, and the launch fails as with a
+  /// device's illegal address (LaunchResult::illegalAddress). memcheck
+  /// makes that a sanitizer finding (Finding::Kind::Memcheck, else
+  /// Kind::Execution) and adds the view check: in an allocation that only
+  /// the memref descriptors among the kernel's parameters point into
+  /// (MLIR's allocated and aligned pointers, offset, sizes, strides: a
+  /// `.ptr` pair of .u64 parameters followed by .u64 ones), an access
+  /// outside every view they describe is reported (the launch goes on: the
+  /// bytes are inside an allocation).
   bool memcheck = true;
   bool racecheck = true;
   bool synccheck = true;
   bool initcheck = true;
-  /// Collect the counters of LaunchResult::counters.
+  /// Collect the counters of LaunchResult::counters (the CPU time of the
+  /// launch, LaunchResult::cpuSeconds, is always measured).
   bool profile = false;
+  /// Warp-instructions a warp runs before the block's scheduler picks the
+  /// next warp (0: 32; under Order::Random each turn's length is drawn in
+  /// [1, 2 * quantum]).
+  uint32_t quantum = 0;
+  /// Warp-instructions after which a launch stops with an Execution finding
+  /// (a kernel that never ends; 0: 2^36).
+  uint64_t maxWarpInstructions = 0;
+  /// Findings kept per launch; later ones are counted, not kept.
+  uint32_t maxFindings = 64;
 };
 
 /// Dynamic counts of one launch (filled when Options::profile is set).
@@ -95,8 +116,16 @@ struct LaunchResult {
   /// CUDA_ERROR_LAUNCH_FAILED (or the closest CUresult) from the launch
   /// and from later synchronization, as a real device does.
   bool completed = true;
+  /// The launch stopped at an access outside memory it may touch (a
+  /// memory error: CUDA_ERROR_ILLEGAL_ADDRESS), or at a misaligned one
+  /// (also `misaligned`: CUDA_ERROR_MISALIGNED_ADDRESS), with or without
+  /// memcheck.
+  bool illegalAddress = false;
+  bool misaligned = false;
   std::vector<Finding> findings;
   Counters counters;
+  /// CPU time the calling thread spent in the launch (one core).
+  double cpuSeconds = 0;
 };
 
 /// One kernel of a module: what the driver needs to marshal a launch.

@@ -25,51 +25,54 @@
 #include <string>
 #include <vector>
 
-/// The configuration and kernels of `name` (e.g. bf16_d128_k4): the
-/// ahead-of-time CUDA kernels of test/lib/GPU (header kpool_gpu_<name>.h)
-/// or, in the CPU emulation build (KPOOL_GPU_ON_CPU, header
-/// kpool_gpu_cpu_<name>.h), the same configuration's ahead-of-time CPU
-/// kernels on emulated device memory: that build runs every check's host
-/// logic on machines without a GPU.
-#ifdef KPOOL_GPU_ON_CPU
-#define KPOOL_GPU_CONFIG(name) kpool_##name##_config()
-#define KPOOL_GPU_BACKEND(name)                                                \
-  ::kpool::gpu::onEmulatedDevice(kpool_##name##_config(),                      \
-                                 kpool_##name##_backend())
-#else
-#define KPOOL_GPU_CONFIG(name) kpool_##name##_cuda_config()
-#define KPOOL_GPU_BACKEND(name) kpool_##name##_cuda_backend()
-#endif
-
 namespace kpool::gpu {
 
-#ifdef KPOOL_GPU_ON_CPU
-/// `cpu` (host kernels) as if it ran on a device: metadata is read back
-/// through kpool::cuda::readMetadata, and every operand of every kernel
-/// call must lie in memory from mgpuMemAlloc (FakeCudaRuntime.cpp), or the
-/// program aborts naming the operand -- a host pointer passed to a GPU
-/// kernel is caught here rather than on the device.
-KernelBackend onEmulatedDevice(const KernelConfig &config, KernelBackend cpu);
-#endif
-
 /// "NVIDIA H200 (sm_90), 132 SMs, driver 13.0": the device the kernels run
-/// on. The first call checks that the CUDA driver initializes and has a
-/// device; if not, the program prints why and exits with status 2 instead of
-/// aborting in the module loader. Nothing runs before main: a program may
-/// fork before its first CUDA call.
+/// on -- a GPU, or the emulated CUDA driver's "kpool emulated device"
+/// (test/lib/CudaEmu, selected by LD_LIBRARY_PATH: the same binaries run
+/// the shipped PTX in its executor). The first call checks that the CUDA
+/// driver initializes and has a device; if not, the program prints why and
+/// exits with status 2 instead of aborting in the module loader. Nothing
+/// runs before main: a program may fork before its first CUDA call.
 const std::string &deviceDescription();
+
+/// Whether the CUDA driver is kpool's emulated one (after
+/// deviceDescription()), which answers the questions below.
+bool emulatedDriver();
+/// Kernel launches executed on `stream` so far, eager ones and those of
+/// graphs launched there (null: the NULL stream); -1 on a real driver.
+int64_t launchCount(void *stream);
+/// The stream's number in the process (0: the NULL stream); -1 on a real
+/// driver.
+int64_t streamId(void *stream);
+/// Module loads so far, the distinct modules loaded, and the most loads of
+/// one module; false on a real driver.
+bool moduleLoads(int64_t &loads, int64_t &modules, int64_t &mostOfOne);
+
+/// Kernel launches the emulated driver executed so far (a launch executes
+/// when something waits for its stream), those with sanitizer findings
+/// and those that failed; false on a real driver.
+bool emulatedLaunches(int64_t &launches, int64_t &withFindings,
+                      int64_t &failed);
+/// Launches executed so far of the kernels whose name contains `part`
+/// (e.g. "_compress_strided"); -1 on a real driver.
+int64_t kernelLaunches(const std::string &part);
+
+/// A running FNV-1a digest of every byte Tensor::download returned, so that
+/// runs can be compared bit for bit (e.g. under different emulated
+/// schedules) by one line.
+uint64_t downloadDigest();
 
 //===----------------------------------------------------------------------===//
 // Streams and graphs
 //===----------------------------------------------------------------------===//
 
-/// Launches captured from a stream: a CUDA graph (instantiated) on the
-/// device; in the CPU emulation, the recorded launches.
+/// Launches captured from a stream: a CUDA graph, instantiated.
 struct Graph;
-/// Starts capturing the work enqueued on `stream` (not the NULL stream). In
-/// the emulation, any synchronization, allocation, free, copy or module load
-/// until endCapture aborts the program, naming the call (on the device the
-/// driver's global capture mode fails the capture).
+/// Starts capturing the work enqueued on `stream` (not the NULL stream), in
+/// the driver's global capture mode: any synchronization, allocation, free,
+/// copy or module load until endCapture fails (the emulated driver names
+/// the call on stderr; kpool's CUDA layer then aborts).
 void beginCapture(void *stream);
 /// Ends the capture and returns what it captured, ready to launch.
 std::shared_ptr<Graph> endCapture(void *stream);
@@ -78,8 +81,8 @@ void launchGraph(const Graph &graph, void *stream);
 /// The kernel launches (kernel nodes) in `graph`.
 int64_t graphLaunches(const Graph &graph);
 
-/// Milliseconds of device time between two points of a stream (CUDA events
-/// on the device; wall time in the emulation).
+/// Milliseconds of device time between two points of a stream (CUDA
+/// events; under the emulated driver, host time spent executing).
 class StreamTimer {
 public:
   explicit StreamTimer(void *stream);
@@ -91,25 +94,20 @@ public:
 private:
   void *stream;
   void *begin = nullptr, *end = nullptr;
-  double startedAt = 0;
 };
-
-#ifdef KPOOL_GPU_ON_CPU
-/// Kernel launches run on `stream` so far (eager ones and those of graphs
-/// launched there; null: the NULL stream).
-int64_t launchCount(void *stream);
-/// The emulated stream's number (0: the NULL stream), for messages.
-int streamId(void *stream);
-/// How many times the GPU modules were loaded (once per process: by
-/// KernelSet::prepare or the first launch).
-int64_t moduleLoadCount();
-#endif
 
 /// Raw bits of one element of `type` at `p` (uint16 for bf16/f16).
 inline uint32_t loadBits(ElementType type, const void *p) {
   return reference::elementBits(type, p);
 }
 using reference::ulpOf;
+/// What the kernels this build runs do with softmax weights below 2^-126
+/// (docs/semantics.md, "Subnormal weights"): the GPU's default exp
+/// (ex2.approx.f32, libdevice's __nv_expf) keeps every one (on a GPU
+/// and through the emulated driver, which runs the same PTX). References
+/// and exact checks apply it.
+constexpr reference::SubnormalWeights kSubnormalWeights =
+    reference::kGpuSubnormalWeights;
 /// The element at `p` as a double.
 double loadValue(ElementType type, const void *p);
 /// `n` elements of `type`, each T(normal(0, sigma)), as raw bytes.

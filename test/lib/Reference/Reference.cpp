@@ -128,7 +128,8 @@ void poolInto(const Geometry &g, const Members &mem, const KPoolView &ape,
       gates[m] = loadMember(*mem.gateView[m], esize, g.type, mem.gateIdx[m], d);
       apes[m] = loadF32(ape, {m, d});
     }
-    float out = poolChannel(g.kpool, keys.data(), gates.data(), apes.data());
+    float out = poolChannel(g.kpool, keys.data(), gates.data(), apes.data(),
+                            g.subnormalWeights);
     storeBits(pooled, esize, {row, d}, roundToBits(g.type, out));
   }
 }
@@ -167,8 +168,15 @@ float kpool::reference::fromBits(KPoolElementType type, uint32_t bits) {
   return 0.0f;
 }
 
+bool kpool::reference::flushesWeight(SubnormalWeights rule, float x) {
+  // -126 ln 2 lies strictly between two f32 values: x < it exactly when
+  // exp(x) < 2^-126.
+  return rule == SubnormalWeights::Flush && double(x) < -126 * std::log(2.0);
+}
+
 float kpool::reference::poolChannel(int64_t kpool, const float *keys,
-                                    const float *gates, const float *apes) {
+                                    const float *gates, const float *apes,
+                                    SubnormalWeights rule) {
   std::vector<float> z(kpool);
   for (int64_t m = 0; m < kpool; ++m)
     z[m] = gates[m] + apes[m];
@@ -178,7 +186,8 @@ float kpool::reference::poolChannel(int64_t kpool, const float *keys,
     maxZ = (std::isnan(maxZ) || std::isnan(z[m])) ? NAN : std::max(maxZ, z[m]);
   float sum = 0.0f, acc = 0.0f;
   for (int64_t m = 0; m < kpool; ++m) {
-    float e = std::exp(z[m] - maxZ);
+    float x = z[m] - maxZ;
+    float e = flushesWeight(rule, x) ? 0.0f : std::exp(x);
     float term = e * keys[m];
     sum = m == 0 ? e : sum + e;
     acc = m == 0 ? term : acc + term;

@@ -43,10 +43,26 @@
 
 namespace kpool::reference {
 
+/// What a backend does with a softmax weight e = exp(x) below the smallest
+/// normal f32, 2^-126 (docs/semantics.md, "Subnormal weights"): flush every
+/// one to zero, i.e. every weight whose f32 argument x = z_m - M is below
+/// -126 ln 2, or keep every one.
+enum class SubnormalWeights { Flush, Keep };
+/// The CPU kernels flush (kpool's exp; also the GPU's approximate-exp
+/// option); the GPU kernels' default exp (ex2.approx.f32, libdevice's
+/// __nv_expf) keeps.
+constexpr SubnormalWeights kCpuSubnormalWeights = SubnormalWeights::Flush;
+constexpr SubnormalWeights kGpuSubnormalWeights = SubnormalWeights::Keep;
+
+/// Whether `rule` makes the weight exp(x) of the f32 argument `x` zero.
+bool flushesWeight(SubnormalWeights rule, float x);
+
 struct Geometry {
   KPoolElementType type = KPOOL_BF16;
   int64_t headDim = 128;
   int64_t kpool = 4;
+  /// The rule of the backend the reference models (the CPU's by default).
+  SubnormalWeights subnormalWeights = kCpuSubnormalWeights;
 };
 
 /// Byte address of element `idx` (one index per dimension) of `v`, whose
@@ -78,10 +94,13 @@ void setElementBits(KPoolElementType type, void *p, uint32_t bits);
 double ulpOf(KPoolElementType type, double x);
 
 /// The spec's pooling function for one channel, before the final rounding:
-/// z_m = g_m + ape_m, M = max z, e_m = exp(z_m - M), Z and A summed in member
-/// order, returns A / Z (f32). `keys`, `gates`, `apes` hold `kpool` values.
+/// z_m = g_m + ape_m, M = max z, e_m = exp(z_m - M) (std::exp, which keeps
+/// subnormal results; zero where `rule` flushes the weight), Z and A summed
+/// in member order, returns A / Z (f32). `keys`, `gates`, `apes` hold
+/// `kpool` values.
 float poolChannel(int64_t kpool, const float *keys, const float *gates,
-                  const float *apes);
+                  const float *apes,
+                  SubnormalWeights rule = kCpuSubnormalWeights);
 
 /// kpool.compress.
 void compress(const Geometry &g, const KPoolView &pooled, const KPoolView &k,

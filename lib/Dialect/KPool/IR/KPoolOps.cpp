@@ -7,6 +7,8 @@
 
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
 
+#include "Overlap.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -535,10 +537,15 @@ LogicalResult CompressOp::verify() {
                     {getInputRowOffsets(), "input_row_offsets", 1},
                     {getPoolRowOffsets(), "pool_row_offsets", 1}});
   if (failed(batch) ||
-      failed(c.checkPooledRows(getPooled(), getK(), headDim)))
+      failed(c.checkPooledRows(getPooled(), getK(), headDim)) ||
+      failed(c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                          getRotate(), getScale(), getK(), headDim, *batch)))
     return failure();
-  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
-                      getRotate(), getScale(), getK(), headDim, *batch);
+  return verifyNoOverlappingOperands(
+      *this,
+      operandNames(*this, {"k", "gate", "ape", "input_row_offsets",
+                           "pool_row_offsets", "cache_lengths", "block_table",
+                           "pooled", "cache_keys", "cache_scales", "status"}));
 }
 
 void CompressOp::getEffects(
@@ -564,9 +571,14 @@ LogicalResult SeedTailOp::verify() {
   if (failed(c.checkGeometry(kpool, headDim)) ||
       failed(c.checkForm(operands, *this, getStatus())))
     return failure();
-  return c.checkRingRequests(getK(), getGate(), getTail(),
-                             getInputRowOffsets(), getCacheLengths(),
-                             getSlotIdx(), kpool, headDim);
+  if (failed(c.checkRingRequests(getK(), getGate(), getTail(),
+                                 getInputRowOffsets(), getCacheLengths(),
+                                 getSlotIdx(), kpool, headDim)))
+    return failure();
+  return verifyNoOverlappingOperands(
+      *this,
+      operandNames(*this, {"k", "gate", "input_row_offsets", "cache_lengths",
+                           "slot_idx", "num_requests", "tail", "status"}));
 }
 
 void SeedTailOp::getEffects(
@@ -602,10 +614,16 @@ LogicalResult RingCloseOp::verify() {
       getCacheLengths(), getSlotIdx(), kpool, headDim);
   if (failed(batch) ||
       failed(c.checkClosedOutputs(getPooled(), "pooled", getClosedPool(),
-                                  getK(), *batch, headDim)))
+                                  getK(), *batch, headDim)) ||
+      failed(c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                          getRotate(), getScale(), getK(), headDim, *batch)))
     return failure();
-  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
-                      getRotate(), getScale(), getK(), headDim, *batch);
+  return verifyNoOverlappingOperands(
+      *this,
+      operandNames(*this, {"tail", "k", "gate", "ape", "input_row_offsets",
+                           "cache_lengths", "slot_idx", "num_requests",
+                           "block_table", "pooled", "closed_pool", "cache_keys",
+                           "cache_scales", "status"}));
 }
 
 void RingCloseOp::getEffects(
@@ -633,7 +651,9 @@ LogicalResult PoolOffsetsOp::verify() {
                            {getInputRowOffsets(), "input_row_offsets", 1},
                            {getPoolRowOffsets(), "pool_row_offsets", 1}})))
     return failure();
-  return success();
+  return verifyNoOverlappingOperands(
+      *this, operandNames(*this, {"input_row_offsets", "cache_lengths",
+                                  "pool_row_offsets", "status"}));
 }
 
 void PoolOffsetsOp::getEffects(
@@ -679,10 +699,16 @@ LogicalResult StepOp::verify() {
   if (failed(all) ||
       failed(c.checkClosedOutputs(getClosed(), "closed", getClosedPool(),
                                   getK(), *all, headDim)) ||
-      failed(c.checkPooledRows(getPooled(), getK(), headDim)))
+      failed(c.checkPooledRows(getPooled(), getK(), headDim)) ||
+      failed(c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
+                          getRotate(), getScale(), getK(), headDim, *all)))
     return failure();
-  return c.checkCache(getBlockTable(), getCacheKeys(), getCacheScales(),
-                      getRotate(), getScale(), getK(), headDim, *all);
+  return verifyNoOverlappingOperands(
+      *this, operandNames(*this, {"k", "gate", "ape", "input_row_offsets",
+                                  "cache_lengths", "slot_idx", "num_requests",
+                                  "block_table", "closed", "closed_pool",
+                                  "pool_row_offsets", "pooled", "tail",
+                                  "cache_keys", "cache_scales", "status"}));
 }
 
 void StepOp::getEffects(
@@ -733,6 +759,159 @@ void CacheEntryOp::getEffects(
     effects.emplace_back(MemoryEffects::Write::get(), &scale,
                          SideEffects::DefaultResource::get());
 }
+
+//===----------------------------------------------------------------------===//
+// Custom assembly directives
+//===----------------------------------------------------------------------===//
+//
+// The clauses of the kpool ops' syntax, parsed so that a mistake is reported
+// with what the clause must hold (e.g. "expected 6 operands in 'ins' (k,
+// gate, ape, input_row_offsets, pool_row_offsets, cache_lengths), got 5")
+// rather than the generic parser's "expected ','". They print exactly what
+// the declarative format printed.
+
+namespace {
+
+/// Parses `keyword(%a, %b, ... : type, type, ...)` into `operands` and
+/// `types`, one each per name in `names` (comma-separated, for the
+/// messages).
+ParseResult
+parseOperandGroupImpl(OpAsmParser &parser, StringRef keyword, StringRef names,
+                      ArrayRef<OpAsmParser::UnresolvedOperand *> operands,
+                      ArrayRef<Type *> types) {
+  size_t expected = operands.size();
+  auto count = [](size_t n, StringRef what) {
+    return std::to_string(n) + " " + what.str() + (n == 1 ? "" : "s");
+  };
+  std::string group = ("'" + keyword + "' (" + names + ")").str();
+  if (failed(parser.parseOptionalKeyword(keyword)))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected '" << keyword << "(" << names << " : "
+           << (expected == 1 ? "<type>" : "<types>") << ")'";
+  if (failed(parser.parseOptionalLParen()))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected '(' after '" << keyword << "'";
+  SMLoc operandsLoc = parser.getCurrentLocation();
+  SmallVector<OpAsmParser::UnresolvedOperand> parsedOperands;
+  if (parser.parseOperandList(parsedOperands))
+    return failure();
+  if (parsedOperands.size() != expected)
+    return parser.emitError(operandsLoc)
+           << "expected " << count(expected, "operand") << " in " << group
+           << ", got " << parsedOperands.size();
+  if (failed(parser.parseOptionalColon()))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected ':' and " << count(expected, "type") << " in " << group;
+  SMLoc typesLoc = parser.getCurrentLocation();
+  SmallVector<Type> parsedTypes;
+  if (parser.parseTypeList(parsedTypes))
+    return failure();
+  if (parsedTypes.size() != expected)
+    return parser.emitError(typesLoc)
+           << "expected " << count(expected, "type") << " in " << group
+           << ", got " << parsedTypes.size();
+  if (failed(parser.parseOptionalRParen()))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected ')' to end " << group;
+  for (auto [operand, parsed] : llvm::zip_equal(operands, parsedOperands))
+    *operand = parsed;
+  for (auto [type, parsed] : llvm::zip_equal(types, parsedTypes))
+    *type = parsed;
+  return success();
+}
+
+/// `custom<OperandGroup>(keyword, names, $a, $b, ..., type($a), type($b),
+/// ...)`: the operands, then their types, in the same order.
+template <typename... Args>
+ParseResult parseOperandGroup(OpAsmParser &parser, StringRef keyword,
+                              StringRef names, Args &...args) {
+  static_assert(sizeof...(Args) % 2 == 0, "one type per operand");
+  SmallVector<OpAsmParser::UnresolvedOperand *> operands;
+  SmallVector<Type *> types;
+  auto add = [&](auto &arg) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(arg)>, Type>)
+      types.push_back(&arg);
+    else
+      operands.push_back(&arg);
+  };
+  (add(args), ...);
+  return parseOperandGroupImpl(parser, keyword, names, operands, types);
+}
+
+template <typename... Args>
+void printOperandGroup(OpAsmPrinter &printer, Operation *, StringRef keyword,
+                       StringRef, Args... args) {
+  SmallVector<Value> values;
+  SmallVector<Type> types;
+  auto add = [&](auto arg) {
+    if constexpr (std::is_convertible_v<decltype(arg), Type>)
+      types.push_back(arg);
+    else
+      values.push_back(arg);
+  };
+  (add(args), ...);
+  printer << keyword << "(";
+  printer.printOperands(values);
+  printer << " : ";
+  llvm::interleaveComma(types, printer);
+  printer << ")";
+}
+
+/// `custom<IntegerClause>(keyword, what, $attr)`: `keyword(<i64>)`.
+ParseResult parseIntegerClause(OpAsmParser &parser, StringRef keyword,
+                               StringRef what, IntegerAttr &attr) {
+  if (failed(parser.parseOptionalKeyword(keyword)))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected '" << keyword << "(<" << what << ">)'";
+  if (failed(parser.parseOptionalLParen()))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected '(' after '" << keyword << "'";
+  SMLoc loc = parser.getCurrentLocation();
+  Attribute value;
+  if (parser.parseAttribute(value, parser.getBuilder().getI64Type()))
+    return failure();
+  attr = dyn_cast<IntegerAttr>(value);
+  if (!attr)
+    return parser.emitError(loc)
+           << "expected an integer in '" << keyword << "(<" << what << ">)'";
+  if (failed(parser.parseOptionalRParen()))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected ')' after '" << keyword << "(" << attr.getInt() << "'";
+  return success();
+}
+
+void printIntegerClause(OpAsmPrinter &printer, Operation *, StringRef keyword,
+                        StringRef, IntegerAttr attr) {
+  printer << keyword << "(";
+  printer.printAttributeWithoutType(attr);
+  printer << ")";
+}
+
+/// `custom<ValueClause>(keyword, what, $operand)`: `keyword(%value)`.
+ParseResult parseValueClause(OpAsmParser &parser, StringRef keyword,
+                             StringRef what,
+                             OpAsmParser::UnresolvedOperand &operand) {
+  if (failed(parser.parseOptionalKeyword(keyword)))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected '" << keyword << "(%value)' (" << what << ")";
+  if (failed(parser.parseOptionalLParen()))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected '(' after '" << keyword << "'";
+  if (parser.parseOperand(operand))
+    return failure();
+  if (failed(parser.parseOptionalRParen()))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected ')' after the operand of '" << keyword
+           << "' (one value: " << what << ")";
+  return success();
+}
+
+void printValueClause(OpAsmPrinter &printer, Operation *, StringRef keyword,
+                      StringRef, Value value) {
+  printer << keyword << "(" << value << ")";
+}
+
+} // namespace
 
 #define GET_OP_CLASSES
 #include "kpool/Dialect/KPool/IR/KPoolOps.cpp.inc"

@@ -177,6 +177,10 @@ struct KPoolFuseStepPass
     }
   }
 
+  /// Replaces the four ops by one kpool.step, unless on buffers the step
+  /// would write one of its operands through another (e.g. ring_close and
+  /// compress writing one pooled buffer, which the separate ops may do in
+  /// turn): the verifier rejects such a step, so the four ops stay.
   static void fuse(IRRewriter &rewriter, Step s, Operation *at) {
     rewriter.setInsertionPoint(at);
     RingCloseOp rc = s.ringClose;
@@ -203,6 +207,10 @@ struct KPoolFuseStepPass
         s.seedTail.getTail(), keys, scales, s.seedTail.getStatus(),
         rc.getRotateAttr(),
         rc.getScaleAttr());
+    if (!tensors && hasOverlappingOperands(step)) {
+      rewriter.eraseOp(step);
+      return;
+    }
     if (tensors) {
       // ring_close's cache results fed only compress, which goes too.
       SmallVector<Value> rcResults = {step->getResult(0), step->getResult(1)};

@@ -43,17 +43,31 @@ Type withElement(Type type, Type elem) {
 /// minimax fit, 1.7e-8 = 0.29 ulp at 1 with these f32 coefficients), times
 /// 2^n built from the exponent bits. One FMA with 1.5 * 2^23 + 127 rounds
 /// x log2 e to an integer and leaves n + 127 in the low mantissa bits of t,
-/// so t - that constant is n and t << 23 is 2^n: no float-to-int conversion
-/// (undefined for NaN), no floor, no clamp of n.
+/// so t - that constant is n and t << 23 is 2^n: no float-to-int
+/// conversion (undefined for NaN), no floor, no clamp of n.
+///
+/// Subnormal results are flushed to +0, all of them and only them
+/// (docs/semantics.md, "Subnormal weights"): for every f32 x below
+/// -126 ln 2 (x < -87.33654022, the f32 just above it; exp(x) < 2^-126
+/// exactly there) 2^n is replaced by +0 with one select on its bits, off
+/// the polynomial's path, so no subnormal is ever produced; for every x at
+/// or above it n >= -126 and, at n = -126, r >= 4.7e-6 > 0, so p >= 1 and
+/// the result is normal. Keeping them instead (2^-24 folded into the
+/// coefficients, 2^(n + 24) built from the bits: the same 12 instructions)
+/// made compress 1.5 to 3 times slower on this project's x86 machine
+/// whenever many members sit 87 to 105 below a pool's max, from the
+/// subnormal arithmetic; the select costs 5 to 11% while compress runs from
+/// cache and nothing measurable when it is bound by memory
+/// (docs/semantics.md, "Subnormal weights").
 ///
 /// Domain: x <= 88.3 (2^n at most 2^127), -inf and NaN; the pooled rows call
 /// it with x = z - max z <= 0 (or NaN). x below -88 is clamped to -88 with
-/// one NaN-keeping select (a `vmaxps`), where n + 127 = 0 makes 2^n = +0, so
-/// exp(-inf) and every x below -87.68 (n = -127) give +0; above, the product
-/// p * 2^n with 2^n normal rounds once, so results down to 2^-126 * 0.7 are
-/// subnormal and correctly rounded products. NaN stays NaN: p is NaN and
-/// NaN * 2^n is NaN whatever bits t's NaN shifted into 2^n. exp(0) = 1
-/// exactly (the member at the max weighs exactly 1).
+/// one NaN-keeping select (a `vmaxps`), where n + 127 = 0 makes 2^n = +0
+/// (the flush covers it anyway; the clamp keeps p finite for x = -inf and
+/// huge negative x, so that +0 * p is +0 and not NaN). NaN stays NaN: p is
+/// NaN, x < cut is false, and NaN * 2^n is NaN whatever bits t's NaN
+/// shifted into 2^n. exp(0) = 1 exactly (the member at the max weighs
+/// exactly 1).
 ///
 /// Reducing with f32(ln 2) alone leaves n (ln 2 - f32(ln 2)) = n * 1.9e-9 in
 /// r: a relative error of at most 0.046 |x| + 0.016 f32 ulps in exp(x) (4
@@ -61,11 +75,12 @@ Type withElement(Type type, Type elem) {
 /// its members' errors, so at most 0.09 max|z| + 0.02 ulps of S, far inside
 /// the f32 contract's 4 + 6 max|z|; with keys of one magnitude the far
 /// members weigh exp(x) and it vanishes (kpool-differential's exact check:
-/// bf16 0.5000, f16 0.5002, f32 3.07 ulps of S, with or without a second
+/// bf16 0.5000, f16 0.5002, f32 4.13 ulps of S, with or without a second
 /// reduction FMA for the rest of ln 2).
 ///
-/// 12 instructions per vector on AVX2+FMA: max, 8 FMAs, a subtraction, a
-/// shift and a multiply (MLIR's polynomial expansion: about 22).
+/// 14 instructions per vector on AVX-512 (the select is a compare and a
+/// zero-masked move): max, 8 FMAs, a subtraction, a shift, the flush and
+/// a multiply (MLIR's polynomial expansion: about 22).
 struct KPoolExpApproximation : OpRewritePattern<math::ExpOp> {
   KPoolExpApproximation(MLIRContext *ctx)
       : OpRewritePattern<math::ExpOp>(ctx, /*benefit=*/2) {}
@@ -85,9 +100,9 @@ struct KPoolExpApproximation : OpRewritePattern<math::ExpOp> {
     Value x = op.getOperand();
     Value lo = cst(-88.0f);
     // x < lo is false for NaN: the select keeps NaN.
-    Value below =
+    Value clamp =
         arith::CmpFOp::create(rw, loc, arith::CmpFPredicate::OLT, x, lo);
-    Value xc = arith::SelectOp::create(rw, loc, below, lo, x);
+    Value xc = arith::SelectOp::create(rw, loc, clamp, lo, x);
     Value shifter = cst(12582912.0f + 127.0f); // 1.5 * 2^23 + 127
     Value t = fma(xc, cst(1.44269504088896341f), shifter);
     Value n = arith::SubFOp::create(rw, loc, t, shifter);
@@ -101,6 +116,12 @@ struct KPoolExpApproximation : OpRewritePattern<math::ExpOp> {
     Value tBits = arith::BitcastOp::create(rw, loc, intType, t);
     Value scaleBits = arith::ShLIOp::create(rw, loc, tBits,
                                             i32Constant(rw, loc, intType, 23));
+    // The flush: 2^n = +0 for x below -126 ln 2 (false for NaN).
+    Value cut = cst(-87.33654022216796875f);
+    Value below =
+        arith::CmpFOp::create(rw, loc, arith::CmpFPredicate::OLT, x, cut);
+    scaleBits = arith::SelectOp::create(
+        rw, loc, below, i32Constant(rw, loc, intType, 0), scaleBits);
     Value scale = arith::BitcastOp::create(rw, loc, type, scaleBits);
     rw.replaceOpWithNewOp<arith::MulFOp>(op, p, scale);
     return success();

@@ -471,10 +471,14 @@ def ulp(value, etype):
 
 
 def exact_pool(keys, gates, ape, etype):
-    """(value, S) in float64 of one pool [K, D] (docs: the tolerance)."""
+    """(value, S) in float64 of one pool [K, D] (docs: the tolerance), with
+    the CPU kernels' rule for subnormal weights: those whose float32
+    argument z - max z is below -126 ln 2 are zero."""
     k = to_f32(keys, etype).astype(np.float64)
     z = to_f32(gates, etype).astype(np.float64) + ape.astype(np.float64)
     e = np.exp(z - z.max(axis=0))
+    z32 = (to_f32(gates, etype) + ape).astype(np.float32)  # as the kernels
+    e[(z32 - z32.max(axis=0)) < np.float32(-87.33654022216796875)] = 0
     total = e.sum(axis=0)
     return (e * k).sum(axis=0) / total, (e * np.abs(k)).sum(axis=0) / total, \
         np.abs(to_f32(gates, etype) + ape).max(axis=0)

@@ -27,6 +27,11 @@ bool readsInit(Operation *op, OpOperand &init);
 /// Returns true for the element types accepted for offsets, cache lengths
 /// and slots: 32-bit signless or unsigned integers (read as unsigned).
 bool isMetadataElementType(Type type);
+/// Whether `op` (a kpool op in buffer form) has a written operand that
+/// provably overlaps another of its operands: what its verifier rejects
+/// (docs/semantics.md, "Overlapping operands"), without a diagnostic, for
+/// passes that must not create such an op.
+bool hasOverlappingOperands(Operation *op);
 } // namespace mlir::kpool
 
 #endif // KPOOL_DIALECT_KPOOL_IR_KPOOLOPS_H

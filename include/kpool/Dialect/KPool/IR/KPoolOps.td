@@ -18,6 +18,12 @@ def KPool_TensorOrMemRef : AnyTypeOf<[AnyRankedTensor, AnyStridedMemRef],
 /// with a message that names the attribute).
 defvar KPool_GeometryArgs = (ins I64Attr:$kpool, I64Attr:$head_dim);
 
+/// The ops' assembly uses three custom directives (KPoolOps.cpp), so that a
+/// parse error names what is missing: `custom<IntegerClause>` is
+/// `keyword(<integer>)`, `custom<ValueClause>` is `keyword(%value)` and
+/// `custom<OperandGroup>` is `ins(...)`/`outs(...)`, `keyword(%a, %b : type,
+/// type)`, given the operands' names in order for its messages, e.g.
+/// "expected 6 operands in 'ins' (k, gate, ...), got 5".
 class KPool_Op<string mnemonic, list<Trait> traits = []>
     : Op<KPool_Dialect, mnemonic, !listconcat(traits, [
         DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
@@ -155,13 +161,14 @@ def KPool_CompressOp : KPool_Op<"compress", [AttrSizedOperandSegments]> {
       KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
-    `ins` `(` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
-              $pool_row_offsets `,` $cache_lengths
-          `:` type($k) `,` type($gate) `,` type($ape) `,`
-              type($input_row_offsets) `,` type($pool_row_offsets) `,`
-              type($cache_lengths) `)`
-    `outs` `(` $pooled `:` type($pooled) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<IntegerClause>("\"head_dim\"", "\"channels per key\"", $head_dim)
+    custom<OperandGroup>("\"ins\"",
+        "\"k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths\"",
+        $k, $gate, $ape, $input_row_offsets, $pool_row_offsets, $cache_lengths,
+        type($k), type($gate), type($ape), type($input_row_offsets),
+        type($pool_row_offsets), type($cache_lengths))
+    custom<OperandGroup>("\"outs\"", "\"pooled\"", $pooled, type($pooled))
   }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
@@ -233,13 +240,16 @@ def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
       KPool_TensorOrMemRef:$tail), KPool_StatusArg);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
-    `ins` `(` $k `,` $gate `,` $input_row_offsets `,` $cache_lengths `,`
-              $slot_idx
-          `:` type($k) `,` type($gate) `,` type($input_row_offsets) `,`
-              type($cache_lengths) `,` type($slot_idx) `)`
-    `num_requests` `(` $num_requests `)`
-    `outs` `(` $tail `:` type($tail) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<IntegerClause>("\"head_dim\"", "\"channels per key\"", $head_dim)
+    custom<OperandGroup>("\"ins\"",
+        "\"k, gate, input_row_offsets, cache_lengths, slot_idx\"",
+        $k, $gate, $input_row_offsets, $cache_lengths, $slot_idx,
+        type($k), type($gate), type($input_row_offsets), type($cache_lengths),
+        type($slot_idx))
+    custom<ValueClause>("\"num_requests\"", "\"live requests, i32\"",
+                        $num_requests)
+    custom<OperandGroup>("\"outs\"", "\"tail\"", $tail, type($tail))
   }], KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
@@ -321,15 +331,17 @@ def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
       KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
-    `ins` `(` $tail `,` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
-              $cache_lengths `,` $slot_idx
-          `:` type($tail) `,` type($k) `,` type($gate) `,` type($ape) `,`
-              type($input_row_offsets) `,` type($cache_lengths) `,`
-              type($slot_idx) `)`
-    `num_requests` `(` $num_requests `)`
-    `outs` `(` $pooled `,` $closed_pool `:` type($pooled) `,`
-               type($closed_pool) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<IntegerClause>("\"head_dim\"", "\"channels per key\"", $head_dim)
+    custom<OperandGroup>("\"ins\"",
+        "\"tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx\"",
+        $tail, $k, $gate, $ape, $input_row_offsets, $cache_lengths, $slot_idx,
+        type($tail), type($k), type($gate), type($ape),
+        type($input_row_offsets), type($cache_lengths), type($slot_idx))
+    custom<ValueClause>("\"num_requests\"", "\"live requests, i32\"",
+                        $num_requests)
+    custom<OperandGroup>("\"outs\"", "\"pooled, closed_pool\"",
+        $pooled, $closed_pool, type($pooled), type($closed_pool))
   }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
@@ -386,10 +398,12 @@ def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets"> {
       Optional<KPool_TensorOrMemRef>:$status);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)`
-    `ins` `(` $input_row_offsets `,` $cache_lengths
-          `:` type($input_row_offsets) `,` type($cache_lengths) `)`
-    `outs` `(` $pool_row_offsets `:` type($pool_row_offsets) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<OperandGroup>("\"ins\"", "\"input_row_offsets, cache_lengths\"",
+        $input_row_offsets, $cache_lengths,
+        type($input_row_offsets), type($cache_lengths))
+    custom<OperandGroup>("\"outs\"", "\"pool_row_offsets\"", $pool_row_offsets,
+        type($pool_row_offsets))
   }], KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);
@@ -498,17 +512,20 @@ def KPool_StepOp : KPool_Op<"step", [AttrSizedOperandSegments]> {
       KPool_CacheFormatArgs);
   let results = (outs Variadic<AnyRankedTensor>:$result);
   let assemblyFormat = !strconcat([{
-    `kpool` `(` $kpool `)` `head_dim` `(` $head_dim `)`
-    `ins` `(` $k `,` $gate `,` $ape `,` $input_row_offsets `,`
-              $cache_lengths `,` $slot_idx
-          `:` type($k) `,` type($gate) `,` type($ape) `,`
-              type($input_row_offsets) `,` type($cache_lengths) `,`
-              type($slot_idx) `)`
-    `num_requests` `(` $num_requests `)`
-    `outs` `(` $closed `,` $closed_pool `,` $pool_row_offsets `,` $pooled `,`
-               $tail
-           `:` type($closed) `,` type($closed_pool) `,`
-               type($pool_row_offsets) `,` type($pooled) `,` type($tail) `)`
+    custom<IntegerClause>("\"kpool\"", "\"tokens per pool\"", $kpool)
+    custom<IntegerClause>("\"head_dim\"", "\"channels per key\"", $head_dim)
+    custom<OperandGroup>("\"ins\"",
+        "\"k, gate, ape, input_row_offsets, cache_lengths, slot_idx\"",
+        $k, $gate, $ape, $input_row_offsets, $cache_lengths, $slot_idx,
+        type($k), type($gate), type($ape), type($input_row_offsets),
+        type($cache_lengths), type($slot_idx))
+    custom<ValueClause>("\"num_requests\"", "\"live requests, i32\"",
+                        $num_requests)
+    custom<OperandGroup>("\"outs\"",
+        "\"closed, closed_pool, pool_row_offsets, pooled, tail\"",
+        $closed, $closed_pool, $pool_row_offsets, $pooled, $tail,
+        type($closed), type($closed_pool), type($pool_row_offsets),
+        type($pooled), type($tail))
   }], KPool_CacheAssembly, KPool_StatusAssembly, [{
     attr-dict (`->` type($result)^)?
   }]);

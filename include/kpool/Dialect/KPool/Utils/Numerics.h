@@ -22,7 +22,9 @@ namespace kpool {
 /// into kpool's own polynomial approximation for f32 (round-to-nearest range
 /// reduction, a degree-6 polynomial with FMA, 2^n from the exponent bits;
 /// see Numerics.cpp for its domain, x <= 88.3, -inf and NaN, which covers
-/// the pooled rows' x = z - max z), and MLIR's for other element types. The
+/// the pooled rows' x = z - max z; every result below 2^-126, i.e. every x
+/// below -126 ln 2, is flushed to +0, and no other), and MLIR's for other
+/// element types. The
 /// expansion is elementwise, so a vector lane and a scalar channel compute
 /// the same bits, on the CPU and in a GPU kernel. Apply them to the exps of
 /// the pooled rows only (e.g. with `applyOpPatternsGreedily` and
