@@ -26,7 +26,7 @@
 #ifndef KPOOL_BENCHMARKS_HANDWRITTEN_H
 #define KPOOL_BENCHMARKS_HANDWRITTEN_H
 
-#include "kpool-c/View.h"
+#include "kpool/ABI/View.h"
 
 #include <cstdint>
 #include <string>

@@ -16,7 +16,7 @@
 #ifndef KPOOL_BENCHMARKS_TRAFFIC_H
 #define KPOOL_BENCHMARKS_TRAFFIC_H
 
-#include "kpool-c/View.h"
+#include "kpool/ABI/View.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -336,16 +336,27 @@ int main(int argc, char **argv) {
     std::vector<uint16_t> pooledA(call.pools * D), pooledB(call.pools * D);
     View pa = denseView(pooledA.data(), {call.pools, D});
     View pb = denseView(pooledB.data(), {call.pools, D});
-    auto runDense = [&] {
-      die(dense->compress(pa, call.kView(), call.gateView(), call.apeView(),
-                          call.iroView(), call.proView(), call.cacheView()));
-    };
-    auto runFused = [&] {
-      die(fused->compressCache(pb, fusedCache.keys, fusedCache.scales,
-                               call.kView(), call.gateView(), call.apeView(),
-                               call.iroView(), call.proView(),
-                               call.cacheView(), call.tableView()));
-    };
+    CompressArgs ca{};
+    ca.pooled = pa;
+    ca.k = call.kView();
+    ca.gate = call.gateView();
+    ca.ape = call.apeView();
+    ca.input_row_offsets = call.iroView();
+    ca.pool_row_offsets = call.proView();
+    ca.cache_lengths = call.cacheView();
+    CompressCacheArgs cb{};
+    cb.pooled = pb;
+    cb.cache_keys = fusedCache.keys;
+    cb.cache_scales = fusedCache.scales;
+    cb.k = call.kView();
+    cb.gate = call.gateView();
+    cb.ape = call.apeView();
+    cb.input_row_offsets = call.iroView();
+    cb.pool_row_offsets = call.proView();
+    cb.cache_lengths = call.cacheView();
+    cb.block_table = call.tableView();
+    auto runDense = [&] { die(dense->compress(ca)); };
+    auto runFused = [&] { die(fused->compressCache(cb)); };
     auto runScatter = [&] {
       scatter(pooledA.data(), call.pools, call.compressDest.data(),
               separateCache.bytes.data());
@@ -353,16 +364,10 @@ int main(int argc, char **argv) {
     // The kernels alone (Validation::Trust): what a GPU call does, and the
     // share of the time that host validation takes.
     auto runDenseTrust = [&] {
-      die(dense->compress(pa, call.kView(), call.gateView(), call.apeView(),
-                          call.iroView(), call.proView(), call.cacheView(),
-                          Stream(), Validation::Trust));
+      die(dense->compress(ca, Validation::Trust));
     };
     auto runFusedTrust = [&] {
-      die(fused->compressCache(pb, fusedCache.keys, fusedCache.scales,
-                               call.kView(), call.gateView(), call.apeView(),
-                               call.iroView(), call.proView(),
-                               call.cacheView(), call.tableView(), Stream(),
-                               Validation::Trust));
+      die(fused->compressCache(cb, Validation::Trust));
     };
     auto runSeparate = [&] {
       runDense();
@@ -410,26 +415,37 @@ int main(int argc, char **argv) {
     };
     // The ring is re-read every step (the same pools close each time:
     // cache lengths do not advance), so the figures are of one step.
-    auto runDense = [&] {
-      die(dense->step(denseView(closedA.data(), {batch, D}),
-                      denseView(idsA.data(), {batch}),
-                      denseView(proA.data(), {batch + 1}),
-                      denseView(pooledA.data(), {batch, D}), tailView(tailA),
-                      call.kView(), call.gateView(), call.apeView(),
-                      call.iroView(), call.cacheView(), call.slotsView(),
-                      int32_t(batch)));
-    };
-    auto runFused = [&] {
-      die(fused->stepCache(denseView(closedB.data(), {batch, D}),
-                           denseView(idsB.data(), {batch}),
-                           denseView(proB.data(), {batch + 1}),
-                           denseView(pooledB.data(), {batch, D}),
-                           tailView(tailB), fusedCache.keys,
-                           fusedCache.scales, call.kView(), call.gateView(),
-                           call.apeView(), call.iroView(), call.cacheView(),
-                           call.slotsView(), int32_t(batch),
-                           call.tableView()));
-    };
+    StepArgs sa{};
+    sa.closed = denseView(closedA.data(), {batch, D});
+    sa.closed_pool = denseView(idsA.data(), {batch});
+    sa.pool_row_offsets = denseView(proA.data(), {batch + 1});
+    sa.pooled = denseView(pooledA.data(), {batch, D});
+    sa.tail = tailView(tailA);
+    sa.k = call.kView();
+    sa.gate = call.gateView();
+    sa.ape = call.apeView();
+    sa.input_row_offsets = call.iroView();
+    sa.cache_lengths = call.cacheView();
+    sa.slot_idx = call.slotsView();
+    sa.num_requests = int32_t(batch);
+    StepCacheArgs sb{};
+    sb.closed = denseView(closedB.data(), {batch, D});
+    sb.closed_pool = denseView(idsB.data(), {batch});
+    sb.pool_row_offsets = denseView(proB.data(), {batch + 1});
+    sb.pooled = denseView(pooledB.data(), {batch, D});
+    sb.tail = tailView(tailB);
+    sb.cache_keys = fusedCache.keys;
+    sb.cache_scales = fusedCache.scales;
+    sb.k = call.kView();
+    sb.gate = call.gateView();
+    sb.ape = call.apeView();
+    sb.input_row_offsets = call.iroView();
+    sb.cache_lengths = call.cacheView();
+    sb.slot_idx = call.slotsView();
+    sb.num_requests = int32_t(batch);
+    sb.block_table = call.tableView();
+    auto runDense = [&] { die(dense->step(sa)); };
+    auto runFused = [&] { die(fused->stepCache(sb)); };
     auto runScatter = [&] {
       scatter(closedA.data(), batch, call.closeDest.data(),
               separateCache.bytes.data());

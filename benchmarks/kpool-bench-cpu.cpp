@@ -526,9 +526,15 @@ void compressFigure(const std::string &label, ElementType type, int64_t D,
   reference::Geometry geometry = handReference(type, D, K);
   HandGeometry hand{type, D, K};
 
-  auto runKpool = [&] {
-    die(set->compress(c.kpoolV, c.k, c.gate, c.apeV, c.iroV, c.proV, c.cacheV));
-  };
+  CompressArgs args{};
+  args.pooled = c.kpoolV;
+  args.k = c.k;
+  args.gate = c.gate;
+  args.ape = c.apeV;
+  args.input_row_offsets = c.iroV;
+  args.pool_row_offsets = c.proV;
+  args.cache_lengths = c.cacheV;
+  auto runKpool = [&] { die(set->compress(args)); };
   auto runFloor = [&] {
     trafficFloor(esizeOf(type), D, K, c.floorV, c.k, c.gate, c.iroV, c.proV,
                  c.cacheV);
@@ -648,18 +654,59 @@ void decodeFigure(int64_t batch, bool closing, const Effort &effort,
   auto vk = views(bufs[0]), vh = views(bufs[1]), vr = views(bufs[2]),
        vf = views(bufs[3]);
   View fusedPooled = denseView(bufs[3].pooled.data(), {batch / K + batch, D});
-  auto fusedStep = [&] {
-    die(set->step(vf.closedRows, vf.closed, vf.pro, fusedPooled, vf.tail, kV,
-                  gV, apeV, iroV, cacheV, slotV, n));
-  };
+  // Each call's arguments, built once (compress's rows are set per step,
+  // from pool_offsets' result).
+  StepArgs fa{};
+  fa.closed = vf.closedRows;
+  fa.closed_pool = vf.closed;
+  fa.pool_row_offsets = vf.pro;
+  fa.pooled = fusedPooled;
+  fa.tail = vf.tail;
+  fa.k = kV;
+  fa.gate = gV;
+  fa.ape = apeV;
+  fa.input_row_offsets = iroV;
+  fa.cache_lengths = cacheV;
+  fa.slot_idx = slotV;
+  fa.num_requests = n;
+  RingCloseArgs rc{};
+  rc.pooled = vk.closedRows;
+  rc.closed_pool = vk.closed;
+  rc.tail = vk.tail;
+  rc.k = kV;
+  rc.gate = gV;
+  rc.ape = apeV;
+  rc.input_row_offsets = iroV;
+  rc.cache_lengths = cacheV;
+  rc.slot_idx = slotV;
+  rc.num_requests = n;
+  PoolOffsetsArgs po{};
+  po.pool_row_offsets = vk.pro;
+  po.input_row_offsets = iroV;
+  po.cache_lengths = cacheV;
+  CompressArgs cp{};
+  cp.k = kV;
+  cp.gate = gV;
+  cp.ape = apeV;
+  cp.input_row_offsets = iroV;
+  cp.pool_row_offsets = vk.pro;
+  cp.cache_lengths = cacheV;
+  SeedTailArgs st{};
+  st.tail = vk.tail;
+  st.k = kV;
+  st.gate = gV;
+  st.input_row_offsets = iroV;
+  st.cache_lengths = cacheV;
+  st.slot_idx = slotV;
+  st.num_requests = n;
+  auto fusedStep = [&] { die(set->step(fa)); };
   auto kpoolStep = [&] {
-    die(set->ringClose(vk.closedRows, vk.closed, vk.tail, kV, gV, apeV, iroV,
-                       cacheV, slotV, n));
-    die(set->poolOffsets(vk.pro, iroV, cacheV));
-    View out =
+    die(set->ringClose(rc));
+    die(set->poolOffsets(po));
+    cp.pooled =
         denseView(bufs[0].pooled.data(), {int64_t(bufs[0].pro[batch]), D});
-    die(set->compress(out, kV, gV, apeV, iroV, vk.pro, cacheV));
-    die(set->seedTail(vk.tail, kV, gV, iroV, cacheV, slotV, n));
+    die(set->compress(cp));
+    die(set->seedTail(st));
   };
   HandStep step;
   View handPooled = denseView(bufs[1].pooled.data(), {batch, D});
@@ -756,18 +803,11 @@ void decodeFigure(int64_t batch, bool closing, const Effort &effort,
   if (batch >= 32) {
     // kpool's step op by op (each validated, interleaved), to see where a
     // difference from the hand-written step goes.
-    View out =
+    cp.pooled =
         denseView(bufs[0].pooled.data(), {int64_t(bufs[0].pro[batch]), D});
     auto ops = measureAdaptive(
-        {[&] {
-           die(set->ringClose(vk.closedRows, vk.closed, vk.tail, kV, gV, apeV,
-                              iroV, cacheV, slotV, n));
-         },
-         [&] { die(set->poolOffsets(vk.pro, iroV, cacheV)); },
-         [&] { die(set->compress(out, kV, gV, apeV, iroV, vk.pro, cacheV)); },
-         [&] {
-           die(set->seedTail(vk.tail, kV, gV, iroV, cacheV, slotV, n));
-         }},
+        {[&] { die(set->ringClose(rc)); }, [&] { die(set->poolOffsets(po)); },
+         [&] { die(set->compress(cp)); }, [&] { die(set->seedTail(st)); }},
         effort.rounds, effort.sampleSeconds, effort.budgetSeconds);
     std::printf("  %5s %-8s   kpool ops: ring_close %.3f us, pool_offsets "
                 "%.3f us, compress %.3f us, seed_tail %.3f us\n",

@@ -143,8 +143,16 @@ int main(int argc, char **argv) {
     const int64_t bytes = (2 * tokens + pools) * D * es;
     cuda::DeviceBuffer src(bytes), dst(bytes);
 
+    CompressArgs c{};
+    c.pooled = pooledV;
+    c.k = kV;
+    c.gate = gV;
+    c.ape = apeV;
+    c.input_row_offsets = iroV;
+    c.pool_row_offsets = proV;
+    c.cache_lengths = cacheV;
     // A sample of the results against the reference: request 0's pools.
-    die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV));
+    die(kernels.compress(c));
     {
       int64_t n0 = iro[1], p0 = pro[1];
       std::vector<uint8_t> got(p0 * D * es), want(p0 * D * es);
@@ -176,12 +184,11 @@ int main(int argc, char **argv) {
       auto t = measure(
           {[&] { cuda::copy(dst.data(), src.data(), bytes); },
            [&] {
-             die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV,
-                                  Validation::Trust));
+             die(kernels.compress(c, Validation::Trust));
              mgpuStreamSynchronize(nullptr);
            },
            [&] {
-             die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV));
+             die(kernels.compress(c));
              mgpuStreamSynchronize(nullptr);
            }},
           /*rounds=*/9, /*reps=*/10);
@@ -216,6 +223,14 @@ int main(int argc, char **argv) {
     auto kD = toDevice(k), gD = toDevice(g), iroD = toDevice(iro),
          cacheD = toDevice(cache), proD = toDevice(pro);
     cuda::DeviceBuffer pooledD(D * es);
+    CompressArgs c{};
+    c.pooled = view(pooledD, {1, D});
+    c.k = view(*kD, {K, D});
+    c.gate = view(*gD, {K, D});
+    c.ape = apeV;
+    c.input_row_offsets = view(*iroD, {2});
+    c.pool_row_offsets = view(*proD, {2});
+    c.cache_lengths = view(*cacheD, {1});
     auto t = measure(
         {[&] {
            void *stream = mgpuStreamCreate();
@@ -223,10 +238,7 @@ int main(int argc, char **argv) {
            mgpuStreamDestroy(stream);
          },
          [&] {
-           die(kernels.compress(view(pooledD, {1, D}), view(*kD, {K, D}),
-                                view(*gD, {K, D}), apeV, view(*iroD, {2}),
-                                view(*proD, {2}), view(*cacheD, {1}),
-                                Validation::Trust));
+           die(kernels.compress(c, Validation::Trust));
            mgpuStreamSynchronize(nullptr);
          }},
         /*rounds=*/9, /*reps=*/200);
@@ -266,12 +278,42 @@ int main(int argc, char **argv) {
          proV = view(proD, {B + 1}), closedV = view(closedD, {B}),
          closedRowsV = view(closedRowsD, {B, D}),
          pooledV = view(pooledD, {B, D});
+    RingCloseArgs rc{};
+    rc.pooled = closedRowsV;
+    rc.closed_pool = closedV;
+    rc.tail = ringV;
+    rc.k = kV;
+    rc.gate = gV;
+    rc.ape = apeV;
+    rc.input_row_offsets = iroV;
+    rc.cache_lengths = cacheV;
+    rc.slot_idx = slotV;
+    rc.num_requests = int32_t(B);
+    PoolOffsetsArgs po{};
+    po.pool_row_offsets = proV;
+    po.input_row_offsets = iroV;
+    po.cache_lengths = cacheV;
+    CompressArgs cp{};
+    cp.pooled = pooledV;
+    cp.k = kV;
+    cp.gate = gV;
+    cp.ape = apeV;
+    cp.input_row_offsets = iroV;
+    cp.pool_row_offsets = proV;
+    cp.cache_lengths = cacheV;
+    SeedTailArgs st{};
+    st.tail = ringV;
+    st.k = kV;
+    st.gate = gV;
+    st.input_row_offsets = iroV;
+    st.cache_lengths = cacheV;
+    st.slot_idx = slotV;
+    st.num_requests = int32_t(B);
     auto step = [&](Validation v) {
-      die(kernels.ringClose(closedRowsV, closedV, ringV, kV, gV, apeV, iroV,
-                            cacheV, slotV, int32_t(B), v));
-      die(kernels.poolOffsets(proV, iroV, cacheV, v));
-      die(kernels.compress(pooledV, kV, gV, apeV, iroV, proV, cacheV, v));
-      die(kernels.seedTail(ringV, kV, gV, iroV, cacheV, slotV, int32_t(B), v));
+      die(kernels.ringClose(rc, v));
+      die(kernels.poolOffsets(po, v));
+      die(kernels.compress(cp, v));
+      die(kernels.seedTail(st, v));
       mgpuStreamSynchronize(nullptr);
     };
     // The fused step on its own ring copy and outputs: pooled rows are a
@@ -284,10 +326,21 @@ int main(int argc, char **argv) {
          fClosedV = view(fClosedD, {B}),
          fClosedRowsV = view(fClosedRowsD, {B, D}),
          fPooledV = view(fPooledD, {capacity, D});
+    StepArgs fa{};
+    fa.closed = fClosedRowsV;
+    fa.closed_pool = fClosedV;
+    fa.pool_row_offsets = fProV;
+    fa.pooled = fPooledV;
+    fa.tail = fRingV;
+    fa.k = kV;
+    fa.gate = gV;
+    fa.ape = apeV;
+    fa.input_row_offsets = iroV;
+    fa.cache_lengths = cacheV;
+    fa.slot_idx = slotV;
+    fa.num_requests = int32_t(B);
     auto fused = [&] {
-      die(kernels.step(fClosedRowsV, fClosedV, fProV, fPooledV, fRingV, kV, gV,
-                       apeV, iroV, cacheV, slotV, int32_t(B),
-                       Validation::Trust));
+      die(kernels.step(fa, Validation::Trust));
       mgpuStreamSynchronize(nullptr);
     };
     // The fused step with the pool cache: page_size 64, request b's pool
@@ -314,11 +367,24 @@ int main(int argc, char **argv) {
          cClosedRowsV = view(cClosedRowsD, {B, D}),
          cPooledV = view(cPooledD, {capacity, D}),
          tableV = view(*tableD, {B, kWidth});
+    StepCacheArgs ca{};
+    ca.closed = cClosedRowsV;
+    ca.closed_pool = cClosedV;
+    ca.pool_row_offsets = cProV;
+    ca.pooled = cPooledV;
+    ca.tail = cRingV;
+    ca.cache_keys = codesV;
+    ca.cache_scales = scalesV;
+    ca.k = kV;
+    ca.gate = gV;
+    ca.ape = apeV;
+    ca.input_row_offsets = iroV;
+    ca.cache_lengths = cacheV;
+    ca.slot_idx = slotV;
+    ca.num_requests = int32_t(B);
+    ca.block_table = tableV;
     auto cached = [&] {
-      die(cacheKernels.stepCache(cClosedRowsV, cClosedV, cProV, cPooledV,
-                                 cRingV, codesV, scalesV, kV, gV, apeV, iroV,
-                                 cacheV, slotV, int32_t(B), tableV, Stream(),
-                                 Validation::Trust));
+      die(cacheKernels.stepCache(ca, Validation::Trust));
       mgpuStreamSynchronize(nullptr);
     };
     // One call each from the same ring: the outputs agree bit for bit.

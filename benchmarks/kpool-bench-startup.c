@@ -50,10 +50,13 @@ static int child(const char *config, int target) {
   element = !strcmp(type, "f16")   ? KPOOL_F16
             : !strcmp(type, "f32") ? KPOOL_F32
                                    : KPOOL_BF16;
+  KPoolKernelConfig c = kpoolKernelConfigDefault();
+  c.target = target ? KPOOL_TARGET_CUDA : KPOOL_TARGET_CPU;
+  c.elementType = element;
+  c.headDim = dim;
+  c.kpool = pool;
   start = now();
-  error = kpoolKernelSetCreateForTarget(target ? KPOOL_TARGET_CUDA
-                                               : KPOOL_TARGET_CPU,
-                                        element, dim, pool, 0, 16, &set);
+  error = kpoolKernelSetCreate(&c, &set);
   ms = now() - start;
   if (error) {
     fprintf(stderr, "kernel set: %s\n", kpoolErrorMessage(error));

@@ -168,21 +168,28 @@ void stepRun(const char *name, const KernelSet &kernels, bool cached,
   PagedCache paged(B, maxPool);
   mgpuStreamSynchronize(nullptr);
   int64_t before = executedLaunches();
-  if (cached)
-    die(kernels.stepCache(
-            closed.view({B, D}), closedPool.view({B}), pro.view({B + 1}),
-            pooled.view({capacity, D}), ringD.view({B, 2, K, D}), paged.codes(),
-            paged.scales(), k.view({N, D}), g.view({N, D}), ape.view({K, D}),
-            iroD.view({B + 1}), cacheD.view({B}), slotD.view({B}), int32_t(B),
-            paged.tableView(B), Stream(), Validation::Trust),
-        name);
-  else
-    die(kernels.step(closed.view({B, D}), closedPool.view({B}),
-                     pro.view({B + 1}), pooled.view({capacity, D}),
-                     ringD.view({B, 2, K, D}), k.view({N, D}), g.view({N, D}),
-                     ape.view({K, D}), iroD.view({B + 1}), cacheD.view({B}),
-                     slotD.view({B}), int32_t(B), Validation::Trust),
-        name);
+  StepArgs a{};
+  a.closed = closed.view({B, D});
+  a.closed_pool = closedPool.view({B});
+  a.pool_row_offsets = pro.view({B + 1});
+  a.pooled = pooled.view({capacity, D});
+  a.tail = ringD.view({B, 2, K, D});
+  a.k = k.view({N, D});
+  a.gate = g.view({N, D});
+  a.ape = ape.view({K, D});
+  a.input_row_offsets = iroD.view({B + 1});
+  a.cache_lengths = cacheD.view({B});
+  a.slot_idx = slotD.view({B});
+  a.num_requests = int32_t(B);
+  if (cached) {
+    StepCacheArgs c = abi::withCache<StepCacheArgs>(a);
+    c.cache_keys = paged.codes();
+    c.cache_scales = paged.scales();
+    c.block_table = paged.tableView(B);
+    die(kernels.stepCache(c, Validation::Trust), name);
+  } else {
+    die(kernels.step(a, Validation::Trust), name);
+  }
   std::vector<uint32_t> offsets = pro.get<uint32_t>(B + 1);
   std::vector<int32_t> ids = closedPool.get<int32_t>(B);
   int64_t pools = offsets[B];
@@ -266,11 +273,15 @@ int main(int argc, char **argv) {
 
     mgpuStreamSynchronize(nullptr);
     int64_t before = executedLaunches();
-    die(kernels.compress(pooled.view({P, D}), k.view({N, D}), g.view({N, D}),
-                         ape.view({K, D}), iroD.view({B + 1}),
-                         proD.view({B + 1}), cacheD.view({B}),
-                         Validation::Trust),
-        "compress");
+    CompressArgs c{};
+    c.pooled = pooled.view({P, D});
+    c.k = k.view({N, D});
+    c.gate = g.view({N, D});
+    c.ape = ape.view({K, D});
+    c.input_row_offsets = iroD.view({B + 1});
+    c.pool_row_offsets = proD.view({B + 1});
+    c.cache_lengths = cacheD.view({B});
+    die(kernels.compress(c, Validation::Trust), "compress");
     report("compress prefill", before, N, P, loaded, stored);
 
     if (!handwritten.empty()) {

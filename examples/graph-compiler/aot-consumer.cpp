@@ -34,7 +34,11 @@ int main() {
   KPoolView cacheV = kpool::denseView(cache.data(), {B});
   KPoolView proV = kpool::denseView(pro.data(), {B + 1});
 
-  kpool_f32_d8_k2_pool_offsets(&proV, &iroV, &cacheV, /*status=*/nullptr,
+  KPoolPoolOffsetsArgs offsets{};
+  offsets.pool_row_offsets = proV;
+  offsets.input_row_offsets = iroV;
+  offsets.cache_lengths = cacheV;
+  kpool_f32_d8_k2_pool_offsets(&offsets, /*status=*/nullptr,
                                /*stream=*/nullptr);
   std::printf("AOT pool_row_offsets: %u %u %u\n", pro[0], pro[1], pro[2]);
 
@@ -42,8 +46,15 @@ int main() {
   std::vector<float> plain(pools * D), checked(pools * D);
   KPoolView plainV = kpool::denseView(plain.data(), {pools, D});
   KPoolView checkedV = kpool::denseView(checked.data(), {pools, D});
-  kpool_f32_d8_k2_compress(&plainV, &kV, &gV, &apeV, &iroV, &proV, &cacheV,
-                           /*status=*/nullptr, /*stream=*/nullptr);
+  kpool::CompressArgs c{};
+  c.pooled = plainV;
+  c.k = kV;
+  c.gate = gV;
+  c.ape = apeV;
+  c.input_row_offsets = iroV;
+  c.pool_row_offsets = proV;
+  c.cache_lengths = cacheV;
+  kpool_f32_d8_k2_compress(&c, /*status=*/nullptr, /*stream=*/nullptr);
 
   kpool_f32_d8_k2_register();
   kpool::Status status;
@@ -53,7 +64,8 @@ int main() {
     std::printf("getPrecompiled: %s\n", status.message().c_str());
     return 1;
   }
-  status = kernels->compress(checkedV, kV, gV, apeV, iroV, proV, cacheV);
+  c.pooled = checkedV;
+  status = kernels->compress(c);
   bool same = status.ok() &&
               std::memcmp(plain.data(), checked.data(),
                           plain.size() * sizeof(float)) == 0;
@@ -63,7 +75,7 @@ int main() {
 
   // Validation names the request and field, and nothing runs.
   pro[2] = pro[1] + 7;
-  status = kernels->compress(checkedV, kV, gV, apeV, iroV, proV, cacheV);
+  status = kernels->compress(c);
   std::printf("AOT validation: %s\n", status.message().c_str());
   return same && !status.ok() ? 0 : 1;
 }

@@ -77,17 +77,20 @@ int main(void) {
 
   // The runtime: the same op, validated on the host first.
   KPoolKernelSet *kernels = NULL;
-  KPoolError *error =
-      kpoolKernelSetCreate(KPOOL_BF16, 128, 4, false, 16, &kernels);
+  KPoolKernelConfig config = kpoolKernelConfigDefault(); // bf16, 128, 4
+  KPoolError *error = kpoolKernelSetCreate(&config, &kernels);
   if (error) {
     fprintf(stderr, "%s\n", kpoolErrorMessage(error));
     kpoolErrorDestroy(error);
     return 1;
   }
   uint32_t badIro[3] = {0, 9, 8}; // request 1's rows are reversed
-  KPoolView vPro = {pro, 1, {3}, {1}}, vIro = {badIro, 1, {3}, {1}},
-            vCache = {cache, 1, {2}, {1}};
-  error = kpoolPoolOffsets(kernels, &vPro, &vIro, &vCache, NULL, NULL, true);
+  KPoolPoolOffsetsArgs args = {0};
+  args.pool_row_offsets = (KPoolView){pro, 1, {3}, {1}};
+  args.input_row_offsets = (KPoolView){badIro, 1, {3}, {1}};
+  args.cache_lengths = (KPoolView){cache, 1, {2}, {1}};
+  error = kpoolPoolOffsets(kernels, &args, NULL); // validated: a CPU set
+
   printf("C: runtime error: %s\n", error ? kpoolErrorMessage(error) : "none");
   kpoolErrorDestroy(error);
   kpoolKernelSetDestroy(kernels);

@@ -238,14 +238,15 @@ int main() {
   }
   int64_t numPools = pro[batch];
   std::vector<uint16_t> expected(numPools * kHeadDim, 0);
-  status = kernels->compress(
-      ::kpool::denseView(expected.data(), {numPools, kHeadDim}),
-      ::kpool::denseView(k.data(), {tokens, kHeadDim}),
-      ::kpool::denseView(gate.data(), {tokens, kHeadDim}),
-      ::kpool::denseView(ape.data(), {kPool, kHeadDim}),
-      ::kpool::denseView(iro.data(), {batch + 1}),
-      ::kpool::denseView(pro.data(), {batch + 1}),
-      ::kpool::denseView(cache.data(), {batch}));
+  ::kpool::CompressArgs args{};
+  args.pooled = ::kpool::denseView(expected.data(), {numPools, kHeadDim});
+  args.k = ::kpool::denseView(k.data(), {tokens, kHeadDim});
+  args.gate = ::kpool::denseView(gate.data(), {tokens, kHeadDim});
+  args.ape = ::kpool::denseView(ape.data(), {kPool, kHeadDim});
+  args.input_row_offsets = ::kpool::denseView(iro.data(), {batch + 1});
+  args.pool_row_offsets = ::kpool::denseView(pro.data(), {batch + 1});
+  args.cache_lengths = ::kpool::denseView(cache.data(), {batch});
+  status = kernels->compress(args);
   if (!status.ok()) {
     std::fprintf(stderr, "KernelSet::compress: %s\n", status.message().c_str());
     return 1;

@@ -211,8 +211,15 @@ int main(int argc, char **argv) {
     View iroV = denseView(iro.data(), {2}),
          cacheV = denseView(cache.data(), {1});
     View proV = denseView(pro.data(), {2});
-    Status s = kernels->compress(denseView(oneShot.data(), {pools, D}), k, g, a,
-                                 iroV, proV, cacheV);
+    CompressArgs c{};
+    c.pooled = denseView(oneShot.data(), {pools, D});
+    c.k = k;
+    c.gate = g;
+    c.ape = a;
+    c.input_row_offsets = iroV;
+    c.pool_row_offsets = proV;
+    c.cache_lengths = cacheV;
+    Status s = kernels->compress(c);
     if (!s.ok()) {
       std::fprintf(stderr, "kpool-demo: %s\n", s.message().c_str());
       return 1;

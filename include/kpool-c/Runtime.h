@@ -1,11 +1,13 @@
 /*===- kpool-c/Runtime.h - C API of the kpool runtime -------------*- C -*-===*\
 |*                                                                            *|
-|* The kpool kernels, compiled once per (target, element type, head_dim,    *|
-|* kpool) -- JIT-compiled for the CPU, or precompiled kernels registered in  *|
-|* the process (kpool-aot) -- and run on caller-owned strided buffers        *|
-|* (KPoolView), and the pool store that runs ring_close, compress and        *|
-|* seed_tail for calls of any shape. The kernel ABI (every kernel's operands *|
-|* in order) can be read at run time. This is what the Python package binds  *|
+|* The kpool kernels, compiled once per configuration (target, element type, *|
+|* head_dim, kpool, pool-cache format) -- JIT-compiled for the CPU or CUDA  *|
+|* (libKPoolJit.so, loaded on demand), taken from the disk cache, or         *|
+|* precompiled (kpool-aot, kernel packs) -- and run on                       *|
+|* caller-owned strided buffers (KPoolView), and the pool store that runs    *|
+|* ring_close, compress and seed_tail for calls of any shape. The kernel ABI *|
+|* (every kernel's operands in order, with their offsets in the argument     *|
+|* structs) can be read at run time. This is what the Python package binds   *|
 |* with ctypes.                                                               *|
 |*                                                                            *|
 |* Errors. No function here aborts on bad input. A function that can fail    *|
@@ -16,21 +18,33 @@
 |*    rows of 'k'".                                                           *|
 |* A call that fails writes none of its outputs.                             *|
 |*                                                                            *|
-|* Views. Every operand is a KPoolView (kpool-c/View.h): data pointer, rank, *|
-|* sizes and strides counted in elements. Keys, gates, pooled keys and the   *|
-|* ring have the kernel set's element type (bf16 and f16 as their 16-bit    *|
-|* patterns), `ape` is f32, offsets, cache lengths and slots are uint32 and  *|
-|* closed_pool is int32; the views carry no element type, so the caller     *|
-|* must get these right.                                                     *|
+|* Calls. Each kernel takes its argument struct (kpool/ABI/Args.h, generated *|
+|* from the kernel ABI table: one named KPoolView field per operand, scalars *|
+|* as their C type) and a KPoolCallOptions:                                  *|
+|*                                                                            *|
+|*   KPoolCompressArgs a = {0};                                              *|
+|*   a.pooled = pooled; a.k = k; a.gate = gate; a.ape = ape;                 *|
+|*   a.input_row_offsets = iro; a.pool_row_offsets = pro;                    *|
+|*   a.cache_lengths = lengths;                                              *|
+|*   KPoolError *e = kpoolCompress(kernels, &a, NULL);                       *|
+|*                                                                            *|
+|* Views carry no element type: keys, gates, pooled keys and the ring have   *|
+|* the kernel set's element type (bf16 and f16 as their 16-bit patterns),    *|
+|* `ape` is f32, offsets, cache lengths and slots are uint32 and closed_pool *|
+|* is int32 (kpoolKernelAbiGetKernel reports each operand's kind).           *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
 #ifndef KPOOL_C_RUNTIME_H
 #define KPOOL_C_RUNTIME_H
 
-#include "kpool-c/View.h"
+#include "kpool/ABI/Args.h"
+#include "kpool/ABI/CacheFormat.h"
+#include "kpool/ABI/StatusWord.h"
+#include "kpool/ABI/View.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifndef KPOOL_CAPI_EXPORTED
@@ -71,42 +85,54 @@ typedef enum KPoolTarget {
   KPOOL_TARGET_CUDA = 1,
 } KPoolTarget;
 
-/// Compiles the CPU kernels for keys of `elementType`, `headDim` channels
-/// and `kpool` tokens per pool, or takes them from the process-wide cache
-/// when an identical configuration was compiled (or precompiled kernels
-/// were registered) before. `openmp` runs pooled rows and requests on
-/// OpenMP threads; `vectorSize` is the number of channels per vector in the
-/// pooled-row loops (16 is the default of the C++ API, 0 keeps them
-/// scalar). On success stores a new handle in `*result`. The same as
-/// kpoolKernelSetCreateForTarget with KPOOL_TARGET_CPU.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolKernelSetCreate(KPoolElementType elementType, int64_t headDim,
-                     int64_t kpool, bool openmp, int64_t vectorSize,
-                     KPoolKernelSet **result);
+/// What a kernel set is compiled for. Enum fields are int32_t (a C caller
+/// may put any value there; kpoolKernelSetCreate rejects the others, as it
+/// rejects every value the runtime's configuration check does: head_dim
+/// >= 1, kpool in [1, 2^32], kpool x head_dim <= 2^40, vector_size >= 0, a
+/// hadamard rotation only for a power-of-two head_dim). Start from
+/// kpoolKernelConfigDefault().
+typedef struct KPoolKernelConfig {
+  int32_t target;      ///< a KPoolTarget
+  int32_t elementType; ///< a KPoolElementType
+  int64_t headDim;
+  int64_t kpool;
+  /// CPU: channels per vector in the pooled-row loops (0: scalar code).
+  int64_t vectorSize;
+  /// With a format (entry not KPOOL_CACHE_NONE) the set also has the
+  /// pool-cache kernels of that format (kpoolCompressCache, ...).
+  KPoolCacheFormat cache;
+  /// CPU: run pooled rows and requests on OpenMP threads.
+  bool openmp;
+  /// Only the pool_offsets kernel, which depends on nothing but `kpool`:
+  /// one small kernel to compile for callers that only need the scan
+  /// (elementType, headDim and cache are ignored).
+  bool poolOffsetsOnly;
+} KPoolKernelConfig;
 
-/// Like kpoolKernelSetCreate, for `target`. Either target takes, in order,
-/// kernels registered in the process (kpool-aot's registration functions,
-/// kernel packs: kpoolLoadKernelPack and the packs installed next to the
-/// runtime library), the disk cache of compiled kernels, then the JIT
+/// The defaults: CPU, bf16, head_dim 128, kpool 4, 16 channels per vector,
+/// no OpenMP, no pool cache.
+KPOOL_CAPI_EXPORTED KPoolKernelConfig kpoolKernelConfigDefault(void);
+
+/// The kernel set of `config`. Either target takes, in order, kernels
+/// registered in the process (kpool-aot's registration functions, kernel
+/// packs: kpoolLoadKernelPack and the packs installed next to the runtime
+/// library), the disk cache of compiled kernels, then the JIT
 /// (libKPoolJit.so, opened from next to the runtime library); a
 /// configuration none of them provides fails with a message naming it and
-/// saying how to get it (kpool-c/Packs.h). `openmp` and `vectorSize` mean
-/// nothing for CUDA (pass false and 0).
+/// saying how to get it (kpool-c/Packs.h). Every handle of one
+/// configuration shares one set (the runtime's cache). On success stores a
+/// new handle in `*result`.
 KPOOL_CAPI_EXPORTED KPoolError *
-kpoolKernelSetCreateForTarget(KPoolTarget target, KPoolElementType elementType,
-                              int64_t headDim, int64_t kpool, bool openmp,
-                              int64_t vectorSize, KPoolKernelSet **result);
-
-/// A kernel set with only the pool_offsets kernel for `kpool` (it depends on
-/// nothing else): one small kernel to compile, for callers that only need
-/// the scan. kpoolPoolOffsets runs it; the other ops return an error. Its
-/// element type reads as KPOOL_F32 and its head_dim as 1.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolPoolOffsetsKernelCreate(int64_t kpool, KPoolKernelSet **result);
+kpoolKernelSetCreate(const KPoolKernelConfig *config, KPoolKernelSet **result);
 
 /// Releases the handle; NULL is allowed. Compiled code stays cached, and
 /// pool stores made from the set keep working.
 KPOOL_CAPI_EXPORTED void kpoolKernelSetDestroy(KPoolKernelSet *kernels);
+
+/// The set's configuration into `*config`; false (and nothing written) for
+/// a NULL set or config.
+KPOOL_CAPI_EXPORTED bool kpoolKernelSetGetConfig(const KPoolKernelSet *kernels,
+                                                 KPoolKernelConfig *config);
 
 /// The set's configuration; for a NULL set: -1 (not an element type), -1
 /// and -1.
@@ -119,85 +145,10 @@ kpoolKernelSetGetKPool(const KPoolKernelSet *kernels);
 /// The set's target; -1 for a NULL set.
 KPOOL_CAPI_EXPORTED int kpoolKernelSetGetTarget(const KPoolKernelSet *kernels);
 
-// The ops, operands in the order of the C++ KernelSet (outputs first), then
-// `stream`, the caller's stream (a CUstream as an opaque pointer): on the
-// CUDA target a call only enqueues its launches there -- no
-// synchronization, allocation, free, host-device copy or module load on
-// its path -- so it can be captured into a CUDA graph; NULL is CUDA's NULL
-// stream of the current context (the legacy default stream), enqueued on
-// and never synchronized. CPU kernels ignore the stream and finish before
-// the call returns. `status` is NULL or the call's status word, one
-// uint64_t in the kernels' memory (device memory on the CUDA target) where
-// the kernels record the first bad-metadata finding they meet, in stream
-// order and without a host round trip; 0 means nothing was found, and a
-// word that holds a code only changes to a smaller one, so an engine clears
-// it once (e.g. cuMemsetD8Async(word, 0, 8, stream)) and reads it whenever
-// it likes.
-// kpoolStatusWordError decodes it. Shapes are always checked. With `validate` true the
-// metadata values are checked on the host first (the request and field at
-// fault are named); on the CUDA target the metadata is device memory, which
-// a call never reads back, so `validate` true returns an error saying so:
-// pass false there and check host copies with kpoolCheck* before uploading
-// them. `validate` false on the CPU leaves only the kernels' own guards;
-// that exists to test them.
-
-/// kpool.compress: pooled[pool_row_offsets[b] + j] for each pool j made only
-/// of request b's tokens in this call.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolCompress(const KPoolKernelSet *kernels, const KPoolView *pooled,
-              const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
-              const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
-              const KPoolView *cacheLengths, uint64_t *status, void *stream, bool validate);
-
-/// kpool.seed_tail: stores each request's last R positions that this call
-/// brings in its ring slot of `tail` ([max_slots, 2, R, head_dim] with the
-/// ring window R >= kpool; read-write), position q in ring row q mod R.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
-              const KPoolView *k, const KPoolView *gate,
-              const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-              const KPoolView *slotIdx, int32_t numRequests, uint64_t *status, void *stream, bool validate);
-
-/// kpool.ring_close: closes the pool the ring holds open for each request;
-/// writes every row of `pooled` [B, head_dim] and `closedPool` [B].
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolRingClose(const KPoolKernelSet *kernels, const KPoolView *pooled,
-               const KPoolView *closedPool, const KPoolView *tail,
-               const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
-               const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-               const KPoolView *slotIdx, int32_t numRequests, uint64_t *status, void *stream, bool validate);
-
-/// kpool.pool_offsets: the exclusive prefix sum of the per-request counts of
-/// pools made only of this call's tokens ([B+1]).
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolPoolOffsets(const KPoolKernelSet *kernels, const KPoolView *poolRowOffsets,
-                 const KPoolView *inputRowOffsets,
-                 const KPoolView *cacheLengths, uint64_t *status, void *stream, bool validate);
-
-/// What a status word records: `(request << 8) | finding` (request 0 for
-/// KPOOL_STATUS_NUM_REQUESTS), the smallest over the findings the kernels'
-/// guards meet; 0 is nothing found (docs/semantics.md, "The status word").
-typedef enum KPoolStatusFinding {
-  KPOOL_STATUS_ROWS_REVERSED = 1,       ///< input_row_offsets[b+1] < [b]
-  KPOOL_STATUS_ROWS_PAST_K = 2,         ///< input_row_offsets[b+1] > rows of k
-  KPOOL_STATUS_SLOT_OUT_OF_RANGE = 3,   ///< slot_idx[b] >= max_slots
-  KPOOL_STATUS_POOL_RANGE_MISMATCH = 4, ///< pool_row_offsets range != pools
-  KPOOL_STATUS_POOL_ROWS_PAST_OUTPUT = 5,   ///< pool_row_offsets[b+1] > rows
-  KPOOL_STATUS_POOLED_CAPACITY = 6,         ///< step: pools past the capacity
-  KPOOL_STATUS_TABLE_PAST_WIDTH = 7,        ///< page index >= table width
-  KPOOL_STATUS_TABLE_PADDING = 8,           ///< block_table entry -1
-  KPOOL_STATUS_TABLE_PAGE_OUT_OF_RANGE = 9, ///< page >= the cache's pages
-  KPOOL_STATUS_NUM_REQUESTS = 10,           ///< num_requests outside [0, B]
-  /// An operand's extent contradicts the op: its word carries the operand
-  /// and dimension in place of the request (kpoolStatusWordError names them)
-  KPOOL_STATUS_EXTENT = 11,
-} KPoolStatusFinding;
-
-/// The error a status word holds: NULL for 0 (nothing found), else the
-/// request and field the kernels found at fault, e.g. "request 3:
-/// slot_idx[3] is not below max_slots (the ring's slots) (found by the
-/// kernels; status word 0x303)". Destroy it with kpoolErrorDestroy.
-KPOOL_CAPI_EXPORTED KPoolError *kpoolStatusWordError(uint64_t word);
+/// Whether the set has kernel `kernel` (a pool-offsets-only set has only
+/// kpoolPoolOffsets; the pool-cache kernels need a cache format).
+KPOOL_CAPI_EXPORTED bool kpoolKernelSetHasKernel(const KPoolKernelSet *kernels,
+                                                 KPoolKernelId kernel);
 
 /// Loads what `kernels` need in the context of `stream` (the GPU modules)
 /// so that no later call loads anything: an engine calls it once before
@@ -206,171 +157,93 @@ KPOOL_CAPI_EXPORTED KPoolError *kpoolStatusWordError(uint64_t word);
 KPOOL_CAPI_EXPORTED KPoolError *
 kpoolKernelSetPrepare(const KPoolKernelSet *kernels, void *stream);
 
-/// Host-side validation as an explicit call, for metadata in host memory (a
-/// GPU engine's host copies of what it will upload): the checks `validate`
-/// makes on the CPU, with the same messages; the other views are read only
-/// for their shapes (they may be device memory). Launches nothing.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolCheckCompress(const KPoolKernelSet *kernels, const KPoolView *pooled,
-                   const KPoolView *k, const KPoolView *gate,
-                   const KPoolView *ape, const KPoolView *inputRowOffsets,
-                   const KPoolView *poolRowOffsets,
-                   const KPoolView *cacheLengths);
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolCheckSeedTail(const KPoolKernelSet *kernels, const KPoolView *tail,
-                   const KPoolView *k, const KPoolView *gate,
-                   const KPoolView *inputRowOffsets,
-                   const KPoolView *cacheLengths, const KPoolView *slotIdx,
-                   int32_t numRequests);
-KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckRingClose(
-    const KPoolKernelSet *kernels, const KPoolView *pooled,
-    const KPoolView *closedPool, const KPoolView *tail, const KPoolView *k,
-    const KPoolView *gate, const KPoolView *ape,
-    const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-    const KPoolView *slotIdx, int32_t numRequests);
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolCheckPoolOffsets(const KPoolKernelSet *kernels,
-                      const KPoolView *poolRowOffsets,
-                      const KPoolView *inputRowOffsets,
-                      const KPoolView *cacheLengths);
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolCheckStep(const KPoolKernelSet *kernels, const KPoolView *closed,
-               const KPoolView *closedPool, const KPoolView *poolRowOffsets,
-               const KPoolView *pooled, const KPoolView *tail,
-               const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
-               const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-               const KPoolView *slotIdx, int32_t numRequests);
-
-/// kpool.step, the fused serving step: what kpoolRingClose, kpoolPoolOffsets,
-/// kpoolCompress and kpoolSeedTail compute in that order, in one kernel.
-/// `closed` [B, head_dim] and `closedPool` [B] are ring_close's outputs,
-/// `poolRowOffsets` [B+1] pool_offsets', `pooled` [P, head_dim] compress's
-/// (P a capacity: a call of T tokens completes at most floor(T / kpool) + B
-/// pools) and `tail` the ring, read and written.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolStep(const KPoolKernelSet *kernels, const KPoolView *closed,
-          const KPoolView *closedPool, const KPoolView *poolRowOffsets,
-          const KPoolView *pooled, const KPoolView *tail, const KPoolView *k,
-          const KPoolView *gate, const KPoolView *ape,
-          const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-          const KPoolView *slotIdx, int32_t numRequests, uint64_t *status, void *stream,
-          bool validate);
-
 /*===----------------------------------------------------------------------===*
- * The pool cache (docs/pool-cache.md)
+ * Calls
  *===----------------------------------------------------------------------===*/
 
-/// What the pool-cache kernels store per pool.
-typedef enum KPoolCacheEntry {
-  KPOOL_CACHE_NONE = 0,    ///< no pool-cache kernels
-  KPOOL_CACHE_ELEMENT = 1, ///< entries of the element type
-  KPOOL_CACHE_FP8 = 2,     ///< e4m3fn codes (bytes) with one f32 scale each
-} KPoolCacheEntry;
+/// Whether a call validates its operands' metadata on the host first
+/// (shapes are always checked).
+typedef enum KPoolValidation {
+  /// The default: check where the metadata is host memory (a CPU set),
+  /// shapes only where it is device memory (a CUDA set).
+  KPOOL_VALIDATION_AUTO = 0,
+  /// Read and check the metadata (the request and field at fault are
+  /// named); an error on a CUDA set, whose metadata a call never reads back:
+  /// check host copies with kpoolCheck<Name> before uploading them.
+  KPOOL_VALIDATION_CHECK = 1,
+  /// Shapes only; exists to test the kernels' own guards.
+  KPOOL_VALIDATION_TRUST = 2,
+} KPoolValidation;
 
-/// The rotation before a pool enters the cache.
-typedef enum KPoolCacheRotate {
-  KPOOL_ROTATE_NONE = 0,
-  KPOOL_ROTATE_HADAMARD = 1, ///< head_dim must be a power of two
-} KPoolCacheRotate;
+/// The per-call context. Zero-initialized (or a NULL pointer) is the
+/// default: no status word, the NULL stream, KPOOL_VALIDATION_AUTO.
+typedef struct KPoolCallOptions {
+  /// NULL or the call's status word: one uint64_t, 8-byte aligned (the
+  /// kernels update it atomically), in the kernels' memory (device memory
+  /// on the CUDA target), where the kernels record the first bad-metadata
+  /// finding they meet (`(request << 8) | finding`, a KPoolStatusFinding),
+  /// in stream order and without a host round trip; 0 means nothing was
+  /// found, and a word that holds a code only changes to a smaller one, so
+  /// an engine clears it once (e.g. cuMemsetD8Async(word, 0, 8, stream))
+  /// and reads it whenever it likes. kpoolStatusWordError decodes it.
+  uint64_t *status;
+  /// The caller's stream (a CUstream as an opaque pointer): on the CUDA
+  /// target a call only enqueues its launches there -- no synchronization,
+  /// allocation, free, host-device copy or module load on its path -- so it
+  /// can be captured into a CUDA graph; NULL is CUDA's NULL stream of the
+  /// current context (the legacy default stream), enqueued on and never
+  /// synchronized. CPU kernels ignore it and finish before the call returns.
+  void *stream;
+  /// A KPoolValidation.
+  int32_t validation;
+} KPoolCallOptions;
 
-/// How an FP8 entry's scale is chosen.
-typedef enum KPoolCacheScale {
-  KPOOL_SCALE_ABSMAX = 0, ///< max |y| / 448 (floored at 1e-4 / 448)
-  KPOOL_SCALE_POW2 = 1,   ///< the smallest power of two at or above that
-} KPoolCacheScale;
+/// Runs kernel `kernel` of `kernels` on `args`, its argument struct
+/// (KPool<Name>Args) of `argsSize` bytes: the size guards against a struct
+/// of another version of this header. `options` may be NULL. What every
+/// kpool<Name> below calls.
+KPOOL_CAPI_EXPORTED KPoolError *kpoolCall(const KPoolKernelSet *kernels,
+                                          KPoolKernelId kernel,
+                                          const void *args, size_t argsSize,
+                                          const KPoolCallOptions *options);
 
-/// Like kpoolKernelSetCreateForTarget, with the pool-cache kernels of one
-/// format (kpoolCompressCache, kpoolRingCloseCache, kpoolStepCache) besides
-/// the others. `scale` only matters for KPOOL_CACHE_FP8.
-KPOOL_CAPI_EXPORTED KPoolError *kpoolKernelSetCreateWithCache(
-    KPoolTarget target, KPoolElementType elementType, int64_t headDim,
-    int64_t kpool, bool openmp, int64_t vectorSize, KPoolCacheEntry entry,
-    KPoolCacheRotate rotate, KPoolCacheScale scale, KPoolKernelSet **result);
+/// Host-side validation as an explicit call, for metadata in host memory (a
+/// GPU engine's host copies of what it will upload): the checks
+/// KPOOL_VALIDATION_CHECK makes, with the same messages; the other views are
+/// read only for their shapes (they may be device memory). Launches
+/// nothing.
+KPOOL_CAPI_EXPORTED KPoolError *kpoolCheck(const KPoolKernelSet *kernels,
+                                           KPoolKernelId kernel,
+                                           const void *args, size_t argsSize);
 
-/// The pool-cache kernels: their op (kpoolCompress, kpoolRingClose,
-/// kpoolStep) with every pool it produces also stored, in the same kernel,
-/// into entry (blockTable[b, p / page_size], p mod page_size) of
-/// `cacheKeys` [N, page_size, head_dim] (element type, or uint8 FP8 codes)
-/// and, for FP8, of `cacheScales` [N, page_size] float (any view, unused,
-/// for element entries). `blockTable` [B, pages per request] is uint32
-/// (-1 padding). With `validate`, every pool the call stores must have a
-/// page in the table below N, and no two pools may store into one entry;
-/// the error names the request and the table entry. Operands are in the
-/// kernel ABI's order (kpoolKernelAbiGetKernel).
-KPOOL_CAPI_EXPORTED KPoolError *kpoolCompressCache(
-    const KPoolKernelSet *kernels, const KPoolView *pooled,
-    const KPoolView *cacheKeys, const KPoolView *cacheScales,
-    const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
-    const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
-    const KPoolView *cacheLengths, const KPoolView *blockTable, uint64_t *status, void *stream,
-    bool validate);
-KPOOL_CAPI_EXPORTED KPoolError *kpoolRingCloseCache(
-    const KPoolKernelSet *kernels, const KPoolView *pooled,
-    const KPoolView *closedPool, const KPoolView *cacheKeys,
-    const KPoolView *cacheScales, const KPoolView *tail, const KPoolView *k,
-    const KPoolView *gate, const KPoolView *ape,
-    const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-    const KPoolView *slotIdx, int32_t numRequests, const KPoolView *blockTable,
-    uint64_t *status, void *stream, bool validate);
-KPOOL_CAPI_EXPORTED KPoolError *kpoolStepCache(
-    const KPoolKernelSet *kernels, const KPoolView *closed,
-    const KPoolView *closedPool, const KPoolView *poolRowOffsets,
-    const KPoolView *pooled, const KPoolView *tail, const KPoolView *cacheKeys,
-    const KPoolView *cacheScales, const KPoolView *k, const KPoolView *gate,
-    const KPoolView *ape, const KPoolView *inputRowOffsets,
-    const KPoolView *cacheLengths, const KPoolView *slotIdx,
-    int32_t numRequests, const KPoolView *blockTable, uint64_t *status, void *stream,
-    bool validate);
+/// One function per kernel of the ABI table and its check, generated from
+/// kpool/ABI/KernelABI.def (what each computes is documented there and in
+/// docs/semantics.md):
+///   KPoolError *kpoolCompress(const KPoolKernelSet *,
+///                             const KPoolCompressArgs *,
+///                             const KPoolCallOptions *);
+///   KPoolError *kpoolCheckCompress(const KPoolKernelSet *,
+///                                  const KPoolCompressArgs *);
+/// and likewise kpoolSeedTail, kpoolRingClose, kpoolPoolOffsets, kpoolStep
+/// and the pool-cache kernels kpoolCompressCache, kpoolRingCloseCache and
+/// kpoolStepCache (a set created with a cache format).
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)             \
+  KPOOL_CAPI_EXPORTED KPoolError *kpool##Name(                                 \
+      const KPoolKernelSet *kernels, const KPool##Name##Args *args,            \
+      const KPoolCallOptions *options);                                        \
+  KPOOL_CAPI_EXPORTED KPoolError *kpoolCheck##Name(                            \
+      const KPoolKernelSet *kernels, const KPool##Name##Args *args);
+#include "kpool/ABI/KernelABI.def"
 
-/// The checks `validate` makes, on host copies of the metadata (the other
-/// views only for their shapes); launch nothing.
-KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckCompressCache(
-    const KPoolKernelSet *kernels, const KPoolView *pooled,
-    const KPoolView *cacheKeys, const KPoolView *cacheScales,
-    const KPoolView *k, const KPoolView *gate, const KPoolView *ape,
-    const KPoolView *inputRowOffsets, const KPoolView *poolRowOffsets,
-    const KPoolView *cacheLengths, const KPoolView *blockTable);
-KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckRingCloseCache(
-    const KPoolKernelSet *kernels, const KPoolView *pooled,
-    const KPoolView *closedPool, const KPoolView *cacheKeys,
-    const KPoolView *cacheScales, const KPoolView *tail, const KPoolView *k,
-    const KPoolView *gate, const KPoolView *ape,
-    const KPoolView *inputRowOffsets, const KPoolView *cacheLengths,
-    const KPoolView *slotIdx, int32_t numRequests,
-    const KPoolView *blockTable);
-KPOOL_CAPI_EXPORTED KPoolError *kpoolCheckStepCache(
-    const KPoolKernelSet *kernels, const KPoolView *closed,
-    const KPoolView *closedPool, const KPoolView *poolRowOffsets,
-    const KPoolView *pooled, const KPoolView *tail, const KPoolView *cacheKeys,
-    const KPoolView *cacheScales, const KPoolView *k, const KPoolView *gate,
-    const KPoolView *ape, const KPoolView *inputRowOffsets,
-    const KPoolView *cacheLengths, const KPoolView *slotIdx,
-    int32_t numRequests, const KPoolView *blockTable);
+/// The error a status word holds: NULL for 0 (nothing found), else the
+/// request and field the kernels found at fault, e.g. "request 3:
+/// slot_idx[3] is not below max_slots (the ring's slots) (found by the
+/// kernels; status word 0x303)". Destroy it with kpoolErrorDestroy.
+KPOOL_CAPI_EXPORTED KPoolError *kpoolStatusWordError(uint64_t word);
 
 /*===----------------------------------------------------------------------===*
  * The kernel ABI
  *===----------------------------------------------------------------------===*/
-
-/// How a kernel uses an operand.
-typedef enum KPoolOperandRole {
-  KPOOL_OPERAND_OUTPUT = 0, ///< a view the kernel writes
-  KPOOL_OPERAND_INPUT = 1,  ///< a view the kernel reads
-  KPOOL_OPERAND_SCALAR = 2, ///< a value (int32_t for KPOOL_KIND_I32)
-  KPOOL_OPERAND_CONTEXT = 3, ///< the per-call context: the status word
-                             ///< (uint64_t *) and the caller's stream
-} KPoolOperandRole;
-
-/// What an operand's elements are.
-typedef enum KPoolOperandKind {
-  KPOOL_KIND_ELEMENT = 0, ///< the kernel set's element type
-  KPOOL_KIND_U32 = 1,     ///< metadata: 32-bit unsigned
-  KPOOL_KIND_I32 = 2,
-  KPOOL_KIND_F32 = 3,
-  KPOOL_KIND_STREAM = 4, ///< a CUstream as void * (KPOOL_OPERAND_CONTEXT)
-  KPOOL_KIND_CACHE_ENTRY = 5, ///< the pool-cache entry's element: the
-                              ///< element type, or FP8 e4m3fn bytes
-  KPOOL_KIND_U64 = 6, ///< the status word, as uint64_t * (KPOOL_OPERAND_CONTEXT)
-} KPoolOperandKind;
 
 /// One operand of a kernel.
 typedef struct KPoolOperandInfo {
@@ -380,18 +253,24 @@ typedef struct KPoolOperandInfo {
   int32_t kind;     ///< a KPoolOperandKind
   /// "d0xd1x...": '?' any extent, 'D' head_dim, 'K' kpool or a number.
   const char *shape;
+  /// The operand's offset in the argument struct (a KPoolView, or the
+  /// scalar); -1 for the context operands (status word and stream), which
+  /// are in KPoolCallOptions.
+  int64_t offset;
 } KPoolOperandInfo;
 
-/// One kernel: the C function that runs it takes the kernel set, then one
-/// argument per operand in this order (const KPoolView * for views, the
-/// value for scalars, uint64_t * for the status word and void * for the
-/// stream, always last), then `bool
-/// validate`, and returns a KPoolError *.
+/// One kernel: kpoolCall(set, id, &args, argsSize, options) runs it on an
+/// argument struct of `argsSize` bytes holding the operands at their
+/// offsets; its operands are in the kernel's order, the context last.
 typedef struct KPoolKernelInfo {
-  const char *name;         ///< the op, e.g. "compress" (kpool.compress)
-  const char *capiFunction; ///< e.g. "kpoolCompress"
+  const char *name;         ///< e.g. "compress_cache"
+  const char *capiFunction; ///< e.g. "kpoolCompressCache"
   int64_t numOperands;
   const KPoolOperandInfo *operands;
+  int32_t id;               ///< its KPoolKernelId (its index)
+  int32_t base;             ///< the op's plain kernel (itself, or e.g.
+                            ///< KPoolKernelCompress for compress_cache)
+  int64_t argsSize;         ///< sizeof(KPool<Name>Args)
 } KPoolKernelInfo;
 
 /// How many kernels there are.
@@ -401,6 +280,24 @@ KPOOL_CAPI_EXPORTED int64_t kpoolKernelAbiGetNumKernels(void);
 /// Static storage: valid for the life of the process.
 KPOOL_CAPI_EXPORTED const KPoolKernelInfo *
 kpoolKernelAbiGetKernel(int64_t index);
+
+/// The enums of this API whose values have names.
+typedef enum KPoolEnum {
+  KPOOL_ENUM_ELEMENT_TYPE = 0, ///< "bf16", "f16", "f32"
+  KPOOL_ENUM_TARGET = 1,       ///< "cpu", "cuda"
+  KPOOL_ENUM_CACHE_ENTRY = 2,  ///< "none", "element", "fp8"
+  KPOOL_ENUM_CACHE_ROTATE = 3, ///< "none", "hadamard"
+  KPOOL_ENUM_CACHE_SCALE = 4,  ///< "absmax", "pow2"
+  KPOOL_ENUM_VALIDATION = 5,   ///< "auto", "check", "trust"
+  KPOOL_ENUM_OPERAND_ROLE = 6, ///< "output", "input", "scalar", "context"
+  KPOOL_ENUM_OPERAND_KIND = 7, ///< "element", "u32", ... (KPoolOperandKind)
+} KPoolEnum;
+
+/// The name of value `value` of enum `which` (a KPoolEnum), as the Python
+/// package and kpool-aot spell it; NULL when it is not a value. Values are
+/// 0, 1, 2, ... with no gaps: a binding lists an enum by asking from 0 up
+/// to the first NULL.
+KPOOL_CAPI_EXPORTED const char *kpoolEnumName(int32_t which, int32_t value);
 
 /*===----------------------------------------------------------------------===*
  * Pool stores

@@ -1,5 +1,7 @@
 //===- Packs.cpp - C API: kernel packs, the kernel cache ------------------===//
 
+#include "Handles.h"
+
 #include "kpool-c/Packs.h"
 
 #include "kpool/Runtime/KernelCache.h"
@@ -8,17 +10,15 @@
 
 #include <string>
 
-struct KPoolError {
-  std::string message;
-};
+using kpool::capi::makeError;
+using kpool::capi::wrap;
 
 KPoolError *kpoolLoadKernelPack(const char *path, int64_t *numConfigurations) {
   if (numConfigurations)
     *numConfigurations = 0;
   if (!path || !*path)
-    return new KPoolError{"kernel pack: the path is null or empty"};
-  kpool::Status s = kpool::loadKernelPack(path, numConfigurations);
-  return s.ok() ? nullptr : new KPoolError{s.message()};
+    return makeError("kernel pack: the path is null or empty");
+  return wrap(kpool::loadKernelPack(path, numConfigurations));
 }
 
 const char *kpoolKernelCacheGetDirectory(void) {
@@ -32,7 +32,7 @@ KPoolError *kpoolKernelCacheList(KPoolKernelCacheCallback callback,
   std::vector<kpool::cache::EntryInfo> entries;
   kpool::Status s = kpool::cache::list(entries);
   if (!s.ok())
-    return new KPoolError{s.message()};
+    return wrap(s);
   if (!callback)
     return nullptr;
   for (const kpool::cache::EntryInfo &e : entries) {
@@ -44,8 +44,7 @@ KPoolError *kpoolKernelCacheList(KPoolKernelCacheCallback callback,
 }
 
 KPoolError *kpoolKernelCacheClear(int64_t *removed) {
-  kpool::Status s = kpool::cache::clear(removed);
-  return s.ok() ? nullptr : new KPoolError{s.message()};
+  return wrap(kpool::cache::clear(removed));
 }
 
 void kpoolKernelCacheGetStatistics(KPoolKernelCacheStatistics *statistics,

@@ -4,7 +4,6 @@
 
 #include "kpool/Dialect/KPool/IR/KPoolDialect.h"
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
-#include "kpool/Runtime/View.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -33,25 +32,28 @@ std::string mlir::kpool::poolOffsetsPrefix(int64_t kpool) {
   return "kpool_offsets_k" + std::to_string(kpool) + "_";
 }
 
-bool mlir::kpool::isCacheKernel(abi::KernelId id) {
-  return StringRef(abi::kernel(id).name).ends_with("_cache");
-}
+// The dialect's pool-cache attributes (IR syntax, in ODS) have the values of
+// the ABI leaf's cache format: the one place the two are tied.
+static_assert(int(Rotate::none) == KPOOL_ROTATE_NONE &&
+              int(Rotate::hadamard) == KPOOL_ROTATE_HADAMARD);
+static_assert(int(Scale::absmax) == KPOOL_SCALE_ABSMAX &&
+              int(Scale::pow2) == KPOOL_SCALE_POW2);
 
 bool mlir::kpool::hasKernel(abi::KernelId id, bool poolOffsetsOnly,
                             const ::kpool::CacheFormat &cache) {
   if (poolOffsetsOnly)
     return id == abi::KernelId::PoolOffsets;
-  return !isCacheKernel(id) || cache.entry != ::kpool::CacheEntry::None;
+  return !abi::isCacheKernel(id) || cache.entry != ::kpool::CacheEntry::None;
 }
 
 std::string mlir::kpool::cacheFormatPrefix(const ::kpool::CacheFormat &cache) {
   using ::kpool::CacheEntry;
   if (cache.entry == CacheEntry::None)
     return "";
-  std::string out = cache.entry == CacheEntry::FP8 ? "fp8_" : "element_";
-  out += cache.rotate == ::kpool::CacheRotate::Hadamard ? "hadamard_" : "none_";
+  std::string out = std::string(::kpool::cacheEntryName(cache.entry)) + "_" +
+                    ::kpool::cacheRotateName(cache.rotate) + "_";
   if (cache.entry == CacheEntry::FP8)
-    out += cache.scale == ::kpool::CacheScale::Pow2 ? "pow2_" : "absmax_";
+    out += std::string(::kpool::cacheScaleName(cache.scale)) + "_";
   return out;
 }
 
@@ -62,7 +64,9 @@ static Type argumentType(OpBuilder &b, const abi::Operand &operand,
                          int64_t kpool) {
   Type kind = operand.kind == abi::Kind::Element      ? element
               : operand.kind == abi::Kind::CacheEntry ? cacheEntry
-              : operand.kind == abi::Kind::F32        ? Type(b.getF32Type())
+              : operand.kind == abi::Kind::F32 ||
+                      operand.kind == abi::Kind::CacheScale
+                  ? Type(b.getF32Type())
               : operand.kind == abi::Kind::U64        ? Type(b.getI64Type())
                                                       : Type(b.getI32Type());
   if (operand.kind == abi::Kind::Stream)
@@ -77,8 +81,9 @@ static Type argumentType(OpBuilder &b, const abi::Operand &operand,
       extent = headDim;
     else if (dim == "K")
       extent = kpool;
-    else if (dim != "?" && dim.getAsInteger(10, extent))
-      llvm_unreachable("KernelABI.def: a dimension is not ?, D, K or a number");
+    else if (!dim.empty() && dim.front() >= '0' && dim.front() <= '9' &&
+             dim.getAsInteger(10, extent))
+      llvm_unreachable("KernelABI.def: a dimension is not a number");
     shape.push_back(extent);
   }
   SmallVector<int64_t> strides(shape.size(), dyn);
@@ -107,7 +112,7 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
   for (const abi::Kernel &kernel : abi::kernels) {
     if (!hasKernel(kernel.id, poolOffsetsOnly, cache))
       continue;
-    bool cacheKernel = isCacheKernel(kernel.id);
+    bool cacheKernel = abi::isCacheKernel(kernel.id);
     SmallVector<Type> args;
     for (const abi::Operand &operand :
          ArrayRef(kernel.operands, kernel.numOperands))
@@ -123,25 +128,18 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
     // The op takes its `ins` (inputs and scalars) first, then its `outs`;
     // the entry point takes the outputs first.
     // A `*_cache` kernel is its op with the pool-cache destination.
-    StringRef opName = kernel.name;
-    opName.consume_back("_cache");
-    OperationState state(
-        loc, (KPoolDialect::getDialectNamespace() + "." + opName).str());
+    OperationState state(loc, (KPoolDialect::getDialectNamespace() + "." +
+                               abi::opName(kernel.id))
+                                  .str());
     state.addAttribute("kpool", b.getI64IntegerAttr(kpool));
     if (kernel.geometry == abi::Geometry::KPoolHeadDim)
       state.addAttribute("head_dim", b.getI64IntegerAttr(headDim));
     if (cacheKernel) {
       state.addAttribute(
-          "rotate", RotateAttr::get(&ctx, cache.rotate ==
-                                                  ::kpool::CacheRotate::Hadamard
-                                              ? Rotate::hadamard
-                                              : Rotate::none));
+          "rotate", RotateAttr::get(&ctx, static_cast<Rotate>(cache.rotate)));
       if (fp8)
         state.addAttribute(
-            "scale", ScaleAttr::get(&ctx, cache.scale ==
-                                                  ::kpool::CacheScale::Pow2
-                                              ? Scale::pow2
-                                              : Scale::absmax));
+            "scale", ScaleAttr::get(&ctx, static_cast<Scale>(cache.scale)));
     }
     // Operand segments of the ops with an optional pool-cache destination:
     // `block_table` after the inputs, `cache_keys` and `cache_scales` after
@@ -157,7 +155,7 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
         if (operand.role == abi::Role::Context ||
             (operand.role == abi::Role::Output) != outputs)
           continue;
-        if (StringRef(operand.name) == "cache_scales" && !fp8) {
+        if (operand.kind == abi::Kind::CacheScale && !fp8) {
           segments.push_back(0);
           continue;
         }

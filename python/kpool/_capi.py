@@ -1,11 +1,15 @@
-"""ctypes bindings of the runtime's C API, libKPoolRuntime.so (kpool-c/View.h,
-kpool-c/Runtime.h, kpool-c/Packs.h). The library needs no MLIR: it opens
+"""ctypes bindings of the runtime's C API, libKPoolRuntime.so
+(kpool-c/Runtime.h, kpool-c/Packs.h). The library needs no MLIR: it opens
 the JIT (libKPoolJit.so, next to it) only when a kernel set must be
 compiled, and loads kernel packs and the disk cache's kernels itself.
 
-The kernels' C functions (kpoolCompress, ...) are declared from the kernel
-ABI the library describes (kpoolKernelAbiGetKernel): :func:`kernels` lists
-each kernel's operands in call order, with their role, rank and kind.
+Everything about the kernels comes from the library: :func:`kernels` reads
+the kernel ABI table (kpoolKernelAbiGetKernel: each kernel's operands in
+call order, with their role, rank, kind, shape and offset in the kernel's
+argument struct), :func:`enum` the names of the enums' values
+(kpoolEnumName: element types, targets, pool-cache formats, validation,
+operand roles and kinds). Every kernel is called through one function,
+kpoolCall, on an argument struct built from that table.
 
 The library is looked up, in order:
 
@@ -31,46 +35,30 @@ ENV_VAR = "KPOOL_CAPI_LIB"
 
 MAX_RANK = 4
 
-# KPoolElementType
-BF16 = 0
-F16 = 1
-F32 = 2
+# KPoolEnum: which enum kpoolEnumName names.
+ENUM_ELEMENT_TYPE = 0
+ENUM_TARGET = 1
+ENUM_CACHE_ENTRY = 2
+ENUM_CACHE_ROTATE = 3
+ENUM_CACHE_SCALE = 4
+ENUM_VALIDATION = 5
+ENUM_OPERAND_ROLE = 6
+ENUM_OPERAND_KIND = 7
 
-# KPoolTarget
-TARGET_CPU = 0
-TARGET_CUDA = 1
-
-# KPoolOperandRole
-OUTPUT = 0
-INPUT = 1
-SCALAR = 2
-CONTEXT = 3
-
-# KPoolOperandKind
-KIND_ELEMENT = 0
-KIND_U32 = 1
-KIND_I32 = 2
-KIND_F32 = 3
-KIND_STREAM = 4
-KIND_CACHE_ENTRY = 5
-KIND_U64 = 6
-
-CACHE_NONE = 0
-CACHE_ELEMENT = 1
-CACHE_FP8 = 2
-ROTATE_NONE = 0
-ROTATE_HADAMARD = 1
-SCALE_ABSMAX = 0
-SCALE_POW2 = 1
-
-#: One operand of a kernel: ``name``, ``role`` (OUTPUT, INPUT, SCALAR, or
-#: CONTEXT for the call's context: the status word, then the caller's
-#: stream, always last),
-#: ``rank``, ``kind`` (KIND_*) and ``shape`` ("?xD": '?' any extent, 'D'
-#: head_dim, 'K' kpool).
-Operand = collections.namedtuple("Operand", "name role rank kind shape")
-#: One kernel: the op's ``name``, its C function and its operands in order.
-Kernel = collections.namedtuple("Kernel", "name capi_function operands")
+#: One operand of a kernel: ``name``, ``role`` ("output", "input", "scalar",
+#: or "context" for the call's context: the status word, then the caller's
+#: stream, always last), ``rank``, ``kind`` ("element", "u32", "i32", "f32",
+#: "cache_entry", "cache_scale", "u64", "stream"), ``shape`` ("?xD": '?' any
+#: extent, 'D' head_dim, 'K' kpool) and ``offset`` in the kernel's argument
+#: struct (-1 for the context).
+Operand = collections.namedtuple("Operand",
+                                 "name role rank kind shape offset")
+#: One kernel: its ``name`` (e.g. "compress_cache"), its C function, its
+#: operands in order, its KPoolKernelId ``id``, the ``base`` kernel's name
+#: (the op's plain kernel, e.g. "compress") and the size of its argument
+#: struct.
+Kernel = collections.namedtuple(
+    "Kernel", "name capi_function operands id base args_size")
 
 
 class KPoolError(ValueError):
@@ -80,7 +68,7 @@ class KPoolError(ValueError):
     request and the field, e.g. ``compress: request 2: input_row_offsets[3]
     = 70 reaches past the 64 rows of 'k'``) and for operands this package
     rejects before calling it (wrong shapes, strides that are not a whole
-    number of elements).
+    number of elements, arrays a framework cannot export).
     """
 
 
@@ -108,6 +96,7 @@ class _OperandInfo(ctypes.Structure):
         ("rank", ctypes.c_int32),
         ("kind", ctypes.c_int32),
         ("shape", ctypes.c_char_p),
+        ("offset", ctypes.c_int64),
     ]
 
 
@@ -119,7 +108,39 @@ class _KernelInfo(ctypes.Structure):
         ("capiFunction", ctypes.c_char_p),
         ("numOperands", ctypes.c_int64),
         ("operands", ctypes.POINTER(_OperandInfo)),
+        ("id", ctypes.c_int32),
+        ("base", ctypes.c_int32),
+        ("argsSize", ctypes.c_int64),
     ]
+
+
+class CacheFormat(ctypes.Structure):
+    """KPoolCacheFormat."""
+
+    _fields_ = [("entry", ctypes.c_int32), ("rotate", ctypes.c_int32),
+                ("scale", ctypes.c_int32)]
+
+
+class KernelConfig(ctypes.Structure):
+    """KPoolKernelConfig."""
+
+    _fields_ = [
+        ("target", ctypes.c_int32),
+        ("elementType", ctypes.c_int32),
+        ("headDim", ctypes.c_int64),
+        ("kpool", ctypes.c_int64),
+        ("vectorSize", ctypes.c_int64),
+        ("cache", CacheFormat),
+        ("openmp", ctypes.c_bool),
+        ("poolOffsetsOnly", ctypes.c_bool),
+    ]
+
+
+class CallOptions(ctypes.Structure):
+    """KPoolCallOptions."""
+
+    _fields_ = [("status", ctypes.c_void_p), ("stream", ctypes.c_void_p),
+                ("validation", ctypes.c_int32)]
 
 
 class ProducedPoolStruct(ctypes.Structure):
@@ -132,11 +153,31 @@ class ProducedPoolStruct(ctypes.Structure):
     ]
 
 
+class CacheEntryInfo(ctypes.Structure):
+    """KPoolKernelCacheEntryInfo (kpool-c/Packs.h)."""
+
+    _fields_ = [("path", ctypes.c_char_p), ("bytes", ctypes.c_uint64),
+                ("summary", ctypes.c_char_p), ("valid", ctypes.c_int32),
+                ("problem", ctypes.c_char_p)]
+
+
+class CacheStatistics(ctypes.Structure):
+    """KPoolKernelCacheStatistics (kpool-c/Packs.h)."""
+
+    _fields_ = [(n, ctypes.c_int64)
+                for n in ("hits", "misses", "compiled", "stored", "rejected")]
+
+
+#: KPoolKernelCacheCallback.
+CacheCallback = ctypes.CFUNCTYPE(None, ctypes.POINTER(CacheEntryInfo),
+                                 ctypes.c_void_p)
+
 _ErrorP = ctypes.c_void_p
 _ViewP = ctypes.POINTER(View)
 _lock = threading.Lock()
 _lib = None
 _kernels = None
+_enums = {}
 
 
 def candidate_paths():
@@ -169,32 +210,21 @@ def _declare(lib):
     fn("kpoolErrorDestroy", None, _ErrorP)
     fn("kpoolStatusWordError", _ErrorP, ctypes.c_uint64)
     fn("kpoolElementTypeName", ctypes.c_char_p, ctypes.c_int)
-    fn("kpoolKernelSetCreate", _ErrorP, ctypes.c_int, c_int64, c_int64,
-       c_bool, c_int64, ctypes.POINTER(c_void_p))
-    fn("kpoolKernelSetCreateForTarget", _ErrorP, ctypes.c_int, ctypes.c_int,
-       c_int64, c_int64, c_bool, c_int64, ctypes.POINTER(c_void_p))
-    fn("kpoolKernelSetCreateWithCache", _ErrorP, ctypes.c_int, ctypes.c_int,
-       c_int64, c_int64, c_bool, c_int64, ctypes.c_int, ctypes.c_int,
-       ctypes.c_int, ctypes.POINTER(c_void_p))
-    fn("kpoolPoolOffsetsKernelCreate", _ErrorP, c_int64,
+    fn("kpoolEnumName", ctypes.c_char_p, c_int32, c_int32)
+    fn("kpoolKernelConfigDefault", KernelConfig)
+    fn("kpoolKernelSetCreate", _ErrorP, ctypes.POINTER(KernelConfig),
        ctypes.POINTER(c_void_p))
     fn("kpoolKernelSetDestroy", None, c_void_p)
-    fn("kpoolKernelSetGetTarget", ctypes.c_int, c_void_p)
+    fn("kpoolKernelSetGetConfig", c_bool, c_void_p,
+       ctypes.POINTER(KernelConfig))
+    fn("kpoolKernelSetHasKernel", c_bool, c_void_p, c_int32)
+    fn("kpoolKernelSetPrepare", _ErrorP, c_void_p, c_void_p)
     fn("kpoolKernelAbiGetNumKernels", c_int64)
     fn("kpoolKernelAbiGetKernel", ctypes.POINTER(_KernelInfo), c_int64)
-    # The kernels: (kernel set, one argument per operand, validate); the
-    # context (CONTEXT) is the status word as uint64_t * and the stream, a
-    # CUstream as void *.
-    scalar = {KIND_I32: c_int32, KIND_F32: ctypes.c_float,
-              KIND_STREAM: c_void_p, KIND_U64: c_void_p}
-    table = _read_kernels(lib)
-    for kernel in table.values():
-        fn(kernel.capi_function, _ErrorP, c_void_p,
-           *[scalar[o.kind] if o.role in (SCALAR, CONTEXT) else _ViewP
-             for o in kernel.operands], c_bool)
-    fn("kpoolKernelSetPrepare", _ErrorP, c_void_p, c_void_p)
-    fn("kpoolPoolStoreCreate", _ErrorP, c_void_p, c_int64,
-       ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
+    # Every kernel through one generic call on its argument struct.
+    fn("kpoolCall", _ErrorP, c_void_p, c_int32, c_void_p, ctypes.c_size_t,
+       ctypes.POINTER(CallOptions))
+    fn("kpoolCheck", _ErrorP, c_void_p, c_int32, c_void_p, ctypes.c_size_t)
     fn("kpoolPoolStoreCreateWithWindow", _ErrorP, c_void_p, c_int64,
        c_int64, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
     fn("kpoolPoolStoreGetRingWindow", c_int64, c_void_p)
@@ -212,19 +242,43 @@ def _declare(lib):
     fn("kpoolPoolStoreCopyPools", _ErrorP, c_void_p, c_uint32, c_int64,
        c_int64, _ViewP)
     fn("kpoolPoolStoreReset", _ErrorP, c_void_p, c_uint32)
-    return table
+    # The version, kernel packs and the kernel cache (kpool-c/Packs.h).
+    fn("kpoolGetVersion", ctypes.c_char_p)
+    fn("kpoolLoadKernelPack", _ErrorP, ctypes.c_char_p, i64p)
+    fn("kpoolKernelCacheGetDirectory", ctypes.c_char_p)
+    fn("kpoolKernelCacheList", _ErrorP, CacheCallback, c_void_p)
+    fn("kpoolKernelCacheClear", _ErrorP, i64p)
+    fn("kpoolKernelCacheGetStatistics", None,
+       ctypes.POINTER(CacheStatistics), ctypes.POINTER(ctypes.c_char_p))
+
+
+def _names(lib, which):
+    """The values of enum `which` by name, asked of the library."""
+    names, value = {}, 0
+    while True:
+        name = lib.kpoolEnumName(which, value)
+        if name is None:
+            return names
+        names[name.decode()] = value
+        value += 1
 
 
 def _read_kernels(lib):
-    """The kernel ABI table of `lib`: op name -> Kernel."""
+    """The kernel ABI table of `lib`: kernel name -> Kernel."""
+    roles = {v: n for n, v in _names(lib, ENUM_OPERAND_ROLE).items()}
+    kinds = {v: n for n, v in _names(lib, ENUM_OPERAND_KIND).items()}
+    infos = [lib.kpoolKernelAbiGetKernel(i).contents
+             for i in range(lib.kpoolKernelAbiGetNumKernels())]
     table = {}
-    for i in range(lib.kpoolKernelAbiGetNumKernels()):
-        info = lib.kpoolKernelAbiGetKernel(i).contents
+    for info in infos:
         operands = tuple(
-            Operand(o.name.decode(), o.role, o.rank, o.kind, o.shape.decode())
+            Operand(o.name.decode(), roles[o.role], o.rank, kinds[o.kind],
+                    o.shape.decode(), o.offset)
             for o in info.operands[:info.numOperands])
         name = info.name.decode()
-        table[name] = Kernel(name, info.capiFunction.decode(), operands)
+        table[name] = Kernel(name, info.capiFunction.decode(), operands,
+                             info.id, infos[info.base].name.decode(),
+                             info.argsSize)
     return table
 
 
@@ -244,7 +298,10 @@ def load():
             except OSError as e:
                 tried.append(f"{path} ({e})")
                 continue
-            _kernels = _declare(lib)
+            _declare(lib)
+            for which in range(ENUM_OPERAND_KIND + 1):
+                _enums[which] = _names(lib, which)
+            _kernels = _read_kernels(lib)
             _lib = lib
             return lib
         raise LibraryNotFoundError(
@@ -255,15 +312,28 @@ def load():
 
 
 def kernels():
-    """The kernel ABI: op name -> :data:`Kernel` (loads the library)."""
+    """The kernel ABI: kernel name -> :data:`Kernel` (loads the library)."""
     load()
     return _kernels
+
+
+def enum(which):
+    """The values of enum `which` (an ENUM_* constant) by the names the
+    library gives them, e.g. ``enum(ENUM_CACHE_ENTRY)`` is ``{"none": 0,
+    "element": 1, "fp8": 2}`` (loads the library)."""
+    load()
+    return _enums[which]
 
 
 def library_path():
     """The file the library was loaded from."""
     lib = load()
     return lib._name
+
+
+def version():
+    """kpool's version, as the library reports it (e.g. ``"0.1.0"``)."""
+    return load().kpoolGetVersion().decode()
 
 
 def check(error):

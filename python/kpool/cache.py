@@ -26,36 +26,8 @@ Statistics = collections.namedtuple(
     "Statistics", "hits misses compiled stored rejected last_problem")
 
 
-class _EntryInfo(ctypes.Structure):
-    _fields_ = [("path", ctypes.c_char_p), ("bytes", ctypes.c_uint64),
-                ("summary", ctypes.c_char_p), ("valid", ctypes.c_int32),
-                ("problem", ctypes.c_char_p)]
-
-
-class _Stats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_int64)
-                for n in ("hits", "misses", "compiled", "stored", "rejected")]
-
-
-_Callback = ctypes.CFUNCTYPE(None, ctypes.POINTER(_EntryInfo), ctypes.c_void_p)
-_declared = False
-
-
 def _lib():
-    global _declared
-    lib = _capi.load()
-    if not _declared:
-        lib.kpoolKernelCacheGetDirectory.restype = ctypes.c_char_p
-        lib.kpoolKernelCacheGetDirectory.argtypes = []
-        lib.kpoolKernelCacheList.restype = _capi._ErrorP
-        lib.kpoolKernelCacheList.argtypes = [_Callback, ctypes.c_void_p]
-        lib.kpoolKernelCacheClear.restype = _capi._ErrorP
-        lib.kpoolKernelCacheClear.argtypes = [ctypes.POINTER(ctypes.c_int64)]
-        lib.kpoolKernelCacheGetStatistics.restype = None
-        lib.kpoolKernelCacheGetStatistics.argtypes = [
-            ctypes.POINTER(_Stats), ctypes.POINTER(ctypes.c_char_p)]
-        _declared = True
-    return lib
+    return _capi.load()
 
 
 def directory():
@@ -73,7 +45,7 @@ def entries():
         out.append(Entry(e.path.decode(), e.bytes, e.summary.decode(),
                          bool(e.valid), e.problem.decode()))
 
-    _capi.check(_lib().kpoolKernelCacheList(_Callback(add), None))
+    _capi.check(_lib().kpoolKernelCacheList(_capi.CacheCallback(add), None))
     return out
 
 
@@ -90,7 +62,7 @@ def statistics():
     ``compiled``, entries ``stored``, entries ``rejected`` (damaged, of
     another version or host, or unloadable: compiled again), and the last
     problem met (a rejected entry or a failed write)."""
-    s = _Stats()
+    s = _capi.CacheStatistics()
     problem = ctypes.c_char_p()
     _lib().kpoolKernelCacheGetStatistics(ctypes.byref(s), ctypes.byref(problem))
     return Statistics(s.hits, s.misses, s.compiled, s.stored, s.rejected,

@@ -1,8 +1,8 @@
-"""Element types: bf16 (as uint16 bit patterns), f16 and f32 in numpy.
+"""Element types: bf16, f16 and f32, by kpool's and the frameworks' names.
 
 numpy has no bfloat16; kpool passes bf16 keys, gates, pooled keys and rings
 as ``uint16`` arrays holding the bf16 bit patterns (the upper half of the
-f32 pattern). :func:`f32_to_bf16` rounds to nearest even like the kernels'
+f32 pattern), and PyTorch's as ``torch.bfloat16`` tensors. :func:`f32_to_bf16` rounds to nearest even like the kernels'
 ``arith.truncf``; :func:`bf16_to_f32` is exact.
 """
 
@@ -16,19 +16,36 @@ DTYPES = {
 }
 
 
+#: Names of the element types as numpy, PyTorch and kpool spell them.
+_NAMES = {"bf16": "bf16", "bfloat16": "bf16", "f16": "f16", "float16": "f16",
+          "half": "f16", "f32": "f32", "float32": "f32"}
+
+
 def element_type(dtype):
     """The kpool element type name ("bf16", "f16", "f32") of a dtype or name.
 
-    ``uint16`` is bf16 (bit patterns), ``float16`` f16, ``float32`` f32.
+    Takes kpool's names ("bf16", "f16", "f32"), the frameworks' names
+    ("bfloat16", "float16", "half", "float32"), PyTorch dtypes
+    (``torch.bfloat16``, ``torch.float16``, ``torch.float32``) and numpy
+    dtypes: ``uint16`` is bf16 (its bit patterns), ``float16`` f16,
+    ``float32`` f32.
     """
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return dtype
+    if isinstance(dtype, str) and dtype in _NAMES:
+        return _NAMES[dtype]
+    text = str(dtype)
+    if text.startswith("torch."):   # a torch.dtype, without importing torch
+        name = _NAMES.get(text[len("torch."):])
+        if name is not None:
+            return name
+        raise TypeError(f"kpool: {text} is not an element type; use "
+                        "torch.bfloat16, torch.float16 or torch.float32")
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"kpool: {dtype!r} is not an element type; use "
-                        "'bf16' (uint16 bit patterns), 'f16' (float16) or "
-                        "'f32' (float32)") from None
+                        "'bf16'/'bfloat16' (torch.bfloat16, or numpy uint16 "
+                        "bit patterns), 'f16'/'float16' or 'f32'/'float32'"
+                        ) from None
     for name, d in DTYPES.items():
         if d == dt:
             return name

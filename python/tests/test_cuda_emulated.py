@@ -383,8 +383,9 @@ def test_torch_cuda_implementation(emu, monkeypatch, case):
                         dtype)
     name = f"kpool_{etype}_d{dim}_k{pool}_cuda"
     before = emu.stream_launches(stream)
-    kt._compress(True)(t["k"], t["gate"], t["ape"], t["iro"], t["pro"],
-                       t["cache"], pooled)
+    kt.implementations[("compress", "CUDA")](
+        t["k"], t["gate"], t["ape"], t["iro"], t["pro"], t["cache"],
+        pooled=pooled)
     expected = cpu.compress(host["k"], host["gate"], host["ape"], host["iro"],
                             host["pro"], host["cache"])
     got = pooled.download()[:expected.shape[0]]
@@ -394,7 +395,8 @@ def test_torch_cuda_implementation(emu, monkeypatch, case):
     tail = FakeTensor(ring, dtype)
     slots = FakeTensor(np.array([2, 0], np.int32), torch.int32)
     before = emu.launches_of(name + "_seed_tail")
-    kt._seed_tail(True)(tail, t["k"], t["gate"], t["iro"], t["cache"], slots)
+    kt.implementations[("seed_tail", "CUDA")](
+        tail, t["k"], t["gate"], t["iro"], t["cache"], slots)
     got = tail.download()          # waits for the stream: the launch ran
     assert emu.launches_of(name + "_seed_tail") > before
     cpu.seed_tail(ring, host["k"], host["gate"], host["iro"], host["cache"],

@@ -214,17 +214,25 @@ def test_kernel_abi_table():
                            "ring_close_cache", "step_cache"]
     ring = table["ring_close"]
     assert ring.capi_function == "kpoolRingClose"
-    assert [o.name for o in ring.operands if o.role == _capi.OUTPUT] == [
+    assert [o.name for o in ring.operands if o.role == "output"] == [
         "pooled", "closed_pool"]
     scalar = ring.operands[-3]
     assert (scalar.name, scalar.role, scalar.rank, scalar.kind) == (
-        "num_requests", _capi.SCALAR, 0, _capi.KIND_I32)
+        "num_requests", "scalar", 0, "i32")
+    # The *_cache kernels: their op's plain kernel plus the cache group.
+    cache = table["ring_close_cache"]
+    assert cache.base == "ring_close"
+    assert [o.name for o in cache.operands] == (
+        [o.name for o in ring.operands if o.role == "output"]
+        + ["cache_keys", "cache_scales"]
+        + [o.name for o in ring.operands if o.role in ("input", "scalar")]
+        + ["block_table", "status", "stream"])
     # Every kernel ends with the per-call context: the status word, then
     # the caller's stream.
     for kernel in table.values():
         word = kernel.operands[-2]
         assert (word.name, word.role, word.rank, word.kind) == (
-            "status", _capi.CONTEXT, 1, _capi.KIND_U64)
+            "status", "context", 1, "u64")
         last = kernel.operands[-1]
         assert (last.name, last.role, last.rank, last.kind) == (
-            "stream", _capi.CONTEXT, 0, _capi.KIND_STREAM)
+            "stream", "context", 0, "stream")

@@ -61,6 +61,23 @@ def _run(store, rows_of, plan, slots, rng):
     return stored
 
 
+def test_both_stores_report_the_same_pools():
+    """PagedPoolStore.step reports what PoolStore.step reports for the same
+    calls: ProducedPool(slot, pool, from_ring), per request the ring's pool
+    first, then compress's in id order."""
+    rng = np.random.default_rng(11)
+    dim, kp = 16, 4
+    lengths, slots = [19, 7, 12], [2, 0, 5]
+    rows_of = [random_inputs(rng, n, dim, kp, "bf16")[:2] for n in lengths]
+    _, _, ape = random_inputs(rng, 1, dim, kp, "bf16")
+    plan = _schedule(rng, lengths, 5)
+    paged = kpool.PagedPoolStore(ape, 6, "bf16", page_size=2, num_pages=32)
+    with kpool.PoolStore(ape, 6, "bf16") as plain:
+        got = _run(paged, rows_of, plan, slots, np.random.default_rng(3))
+        want = _run(plain, rows_of, plan, slots, np.random.default_rng(3))
+    assert got == want and any(p.from_ring for p in got)
+
+
 @pytest.mark.parametrize("etype", ["bf16", "f16", "f32"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_paged_store_matches_reference(etype, fmt):
@@ -87,7 +104,11 @@ def test_paged_store_matches_reference(etype, fmt):
     # Every pool of every request was stored exactly once.
     want = sorted((slots[b], p) for b in range(len(lengths))
                   for p in range(lengths[b] // kp))
-    assert sorted(stored) == want
+    assert sorted((s.slot, s.pool) for s in stored) == want
+    # Reported as PoolStore reports them: the ring's pools are the ones a
+    # call closed (their first position before the call).
+    assert all(isinstance(s, kpool.ProducedPool) for s in stored)
+    assert any(s.from_ring for s in stored)
 
     # The backend's dense pools: one-shot through PoolStore (no cache).
     dense = kpool.PoolStore(ape, 6, etype)

@@ -193,6 +193,31 @@ def test_bad_status_operand(ks):
     assert "holds no finding" in kpool.status_error(0x1ff)
 
 
+def test_extent_finding_names_operand_and_dimension():
+    """Finding 11 carries the operand (its id: the place of its name among
+    the table's distinct operand names, first appearance first) and the
+    dimension in place of a request."""
+    from kpool import _capi
+    ids = {}
+    for kernel in _capi.kernels().values():
+        for operand in kernel.operands:
+            ids.setdefault(operand.name, len(ids))
+    assert ids["pooled"] == 0 and ids["k"] == 1
+
+    def extent(name, dim):
+        return ((ids[name] << 4 | dim) << 8) | 11
+
+    msg = kpool.status_error(extent("gate", 1))
+    assert msg.startswith("'gate''s extent in dimension 1 contradicts"), msg
+    assert "status word 0x" + format(extent("gate", 1), "x") in msg
+    assert "'block_table' has the wrong rank" in kpool.status_error(
+        extent("block_table", 15))
+    assert "'tail' has elements but no data pointer" in kpool.status_error(
+        extent("tail", 14))
+    assert kpool.status_error((len(ids) << 4 | 0) << 8 | 11).startswith(
+        f"operand {len(ids)}'s extent in dimension 0")
+
+
 def test_status_operand_edge_cases(ks):
     k = rows(4)
     args = (k, k, np.zeros((K, D), np.float32), np.array([0, 4], np.uint32),

@@ -1,8 +1,12 @@
 """The ops on PyTorch CPU tensors, and the kpool.torch custom ops.
 
-Skipped when torch is not installed (CI does not install it; on Debian,
-``apt-get install python3-torch``). Every result is compared bit for bit
-with the same call on numpy arrays.
+Skipped when torch is not installed (on Debian, ``apt-get install
+python3-torch``; scripts/setup.sh installs it). The operands are torch
+tensors of torch's own types (bf16 as torch.bfloat16, metadata int32 or
+lists), the results torch tensors of the same types; every result is
+compared bit for bit with the same call on numpy arrays. Between the two,
+values move through float32 (exact for bf16, f16 and f32): torch's bf16 is
+never reinterpreted as integers.
 """
 
 import numpy as np
@@ -29,19 +33,19 @@ def metadata():
 
 
 def to_torch(a, etype=None):
-    """A torch tensor sharing `a`'s memory; uint16 bf16 bit patterns become
-    a torch.bfloat16 tensor."""
-    if etype == "bf16":
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
+    """A torch tensor of element type `etype` (or of `a`'s own type) with
+    the values of `a` (kpool's numpy storage: bf16 as uint16 patterns)."""
+    if etype is None:
+        return torch.from_numpy(np.ascontiguousarray(a))
+    return torch.from_numpy(kpool.to_f32(a, etype)).to(TORCH_DTYPES[etype])
 
 
-def bits(t):
-    """A tensor's elements as numpy (bf16 as uint16 bit patterns)."""
-    t = t.contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(np.uint16)
-    return t.numpy()
+def to_numpy(t, etype=None):
+    """A torch tensor's values in kpool's numpy storage of `etype` (bf16 as
+    uint16 patterns; metadata and f16/f32 as they are)."""
+    if etype is None:
+        return t.numpy()
+    return kpool.from_f32(t.float().numpy(), etype)
 
 
 def zeros(shape, etype):
@@ -60,8 +64,8 @@ def step_case(rng, etype):
     iro, cache = metadata()
     k, gate, ape = random_inputs(rng, int(iro[-1]), D, K, etype, signed=True)
     tail = ring(rng, etype)
-    twins = (to_torch(k, etype), to_torch(gate, etype), torch.from_numpy(ape),
-             torch.from_numpy(iro), torch.from_numpy(cache),
+    twins = (to_torch(k, etype), to_torch(gate, etype), to_torch(ape),
+             to_torch(iro), to_torch(cache),
              torch.tensor(SLOTS, dtype=torch.int32))
     return iro, cache, k, gate, ape, tail, twins
 
@@ -74,54 +78,68 @@ def test_compress_and_pool_offsets(rng, etype):
     expected = kpool.compress(k, gate, ape, iro, pro, cache)
 
     t_pro = torch.full((len(cache) + 1,), -1, dtype=torch.int32)
-    got = kpool.pool_offsets(torch.from_numpy(iro.astype(np.int64)),
-                             torch.from_numpy(cache), K, out=t_pro)
+    got = kpool.pool_offsets(to_torch(iro.astype(np.int64)), to_torch(cache),
+                             K, out=t_pro)
     assert t_pro.tolist() == pro.tolist()
-    assert got.ctypes.data == t_pro.data_ptr()   # an alias, not a copy
+    assert got is t_pro                          # the caller's tensor
     out = zeros(expected.shape, etype)
     got = kpool.compress(to_torch(k, etype), to_torch(gate, etype),
-                         torch.from_numpy(ape), torch.from_numpy(iro),
-                         t_pro, torch.from_numpy(cache), out=out)
-    assert_bits(bits(out), expected)             # written in place
-    assert got.ctypes.data == out.data_ptr()
-    # Allocated outputs are numpy arrays; pool_row_offsets computed.
-    assert_bits(kpool.compress(to_torch(k, etype), to_torch(gate, etype),
-                               torch.from_numpy(ape), iro.tolist(), None,
-                               torch.from_numpy(cache)), expected)
+                         to_torch(ape), to_torch(iro), t_pro,
+                         to_torch(cache), out=out)
+    assert_bits(to_numpy(out, etype), expected)  # written in place
+    assert got is out
+    # Allocated outputs are torch tensors of the keys' type;
+    # pool_row_offsets computed.
+    got = kpool.compress(to_torch(k, etype), to_torch(gate, etype),
+                         to_torch(ape), iro.tolist(), None, to_torch(cache))
+    assert isinstance(got, torch.Tensor) and got.dtype == TORCH_DTYPES[etype]
+    assert_bits(to_numpy(got, etype), expected)
+    allocated = kpool.pool_offsets(to_torch(iro), to_torch(cache), K)
+    assert allocated.dtype == torch.int32
+    assert allocated.tolist() == pro.tolist()
 
 
 @pytest.mark.parametrize("etype", ETYPES)
 def test_ring_close_seed_tail_step(rng, etype):
     iro, cache, k, gate, ape, tail, twins = step_case(rng, etype)
-    ks = kpool.kernel_set(etype, D, K)
+    ks = kpool.kernel_set(TORCH_DTYPES[etype], D, K)   # a framework dtype
     tk, tg, ta, t_iro, t_cache, t_slots = twins
 
     pooled, closed = kpool.ring_close(tail, k, gate, ape, iro, cache, SLOTS)
     t_pooled, t_closed = zeros(pooled.shape, etype), torch.zeros(
         len(cache), dtype=torch.int32)
-    kpool.ring_close(to_torch(tail.copy(), etype), tk, tg, ta, t_iro, t_cache,
+    kpool.ring_close(to_torch(tail, etype), tk, tg, ta, t_iro, t_cache,
                      t_slots, pooled=t_pooled, closed_pool=t_closed)
-    assert_bits(bits(t_pooled), pooled)
+    assert_bits(to_numpy(t_pooled, etype), pooled)
     assert t_closed.tolist() == closed.tolist()
 
     seeded = kpool.seed_tail(tail.copy(), k, gate, iro, cache, SLOTS)
-    t_tail = to_torch(tail.copy(), etype)
-    kpool.seed_tail(t_tail, tk, tg, t_iro, t_cache, t_slots)
-    assert_bits(bits(t_tail), seeded)
+    t_tail = to_torch(tail, etype)
+    assert kpool.seed_tail(t_tail, tk, tg, t_iro, t_cache, t_slots) is t_tail
+    assert_bits(to_numpy(t_tail, etype), seeded)
 
     fused = tail.copy()
     expected = ks.step(fused, k, gate, ape, iro, cache, SLOTS)
-    t_tail = to_torch(tail.copy(), etype)
+    t_tail = to_torch(tail, etype)
     outs = dict(closed=zeros((len(cache), D), etype),
                 closed_pool=torch.zeros(len(cache), dtype=torch.int32),
                 pool_row_offsets=torch.zeros(len(cache) + 1,
                                              dtype=torch.int32),
                 pooled=zeros(expected[3].shape, etype))
     got = ks.step(t_tail, tk, tg, ta, t_iro, t_cache, t_slots, **outs)
-    assert_bits(bits(t_tail), fused)
+    assert_bits(to_numpy(t_tail, etype), fused)
     for name, want, have in zip(outs, expected, got):
-        assert have.ctypes.data == outs[name].data_ptr(), name
-        assert_bits(bits(outs[name]).view(want.dtype), want)
+        assert have is outs[name], name
+        is_rows = have.dtype == TORCH_DTYPES[etype]
+        assert_bits(to_numpy(have, etype if is_rows else None)
+                    .view(want.dtype), want)
+    # The module-level step allocates torch outputs (kpool.step).
+    t_tail = to_torch(tail, etype)
+    got = kpool.step(t_tail, tk, tg, ta, t_iro, t_cache, t_slots)
+    assert [g.dtype for g in got] == [TORCH_DTYPES[etype], torch.int32,
+                                      torch.int32, TORCH_DTYPES[etype]]
+    assert_bits(to_numpy(got[3], etype), expected[3])
+    assert_bits(to_numpy(t_tail, etype), fused)
 
 
 def test_strided_views(rng):
@@ -141,30 +159,30 @@ def test_strided_views(rng):
     wide[:, ::2] = to_torch(k, etype)
     k_view = wide[:, ::2]
     gate_view = to_torch(gate, etype).t().contiguous().t()
-    ape_view = torch.from_numpy(ape).t().contiguous().t()
+    ape_view = to_torch(ape).t().contiguous().t()
     out_big = torch.zeros(2 * len(dense_pooled), D + 3, dtype=torch.bfloat16)
     out_view = out_big[::2, 1:D + 1]
     assert not (k_view.is_contiguous() or gate_view.is_contiguous()
                 or out_view.is_contiguous())
     iro_big = torch.zeros(2 * len(iro), dtype=torch.int32)
-    iro_big[::2] = torch.from_numpy(iro)
+    iro_big[::2] = to_torch(iro)
     kpool.compress(k_view, gate_view, ape_view, iro_big[::2], None,
-                   torch.from_numpy(cache), out=out_view)
-    assert_bits(bits(out_view), dense_pooled)
-    assert not bits(out_big[1::2]).any() and not bits(out_big[:, 0]).any()
+                   to_torch(cache), pooled=out_view)
+    assert_bits(to_numpy(out_view, etype), dense_pooled)
+    assert not out_big[1::2].any() and not out_big[:, 0].any()
 
     pages = torch.zeros(8, 2 * K * D + 40, dtype=torch.bfloat16)
     ring_view = pages[:, :2 * K * D].view(8, 2, K, D)
     ring_view.copy_(to_torch(tail, etype))
     pooled, closed = kpool.ring_close(ring_view, k_view, gate_view, ape_view,
-                                      torch.from_numpy(iro),
-                                      torch.from_numpy(cache), SLOTS)
-    assert_bits(pooled, dense_ring[0])
+                                      to_torch(iro), to_torch(cache), SLOTS)
+    assert pooled.dtype == torch.bfloat16
+    assert_bits(to_numpy(pooled, etype), dense_ring[0])
     assert closed.tolist() == dense_ring[1].tolist()
-    kpool.seed_tail(ring_view, k_view, gate_view, torch.from_numpy(iro),
-                    torch.from_numpy(cache), SLOTS)
-    assert_bits(bits(ring_view), dense_tail)
-    assert not bits(pages[:, 2 * K * D:]).any()   # padding never written
+    kpool.seed_tail(ring_view, k_view, gate_view, to_torch(iro),
+                    to_torch(cache), SLOTS)
+    assert_bits(to_numpy(ring_view, etype), dense_tail)
+    assert not pages[:, 2 * K * D:].any()   # padding never written
 
 
 def test_pool_store_loop(rng):
@@ -175,14 +193,14 @@ def test_pool_store_loop(rng):
     calls = [([0, 7, 10], [3, 0]), ([0, 1, 2], [3, 0]), ([0, 6, 11], [3, 0]),
              ([0, 1], [0])]
     with kpool.PoolStore(ape, max_slots=4, dtype=etype) as a, \
-            kpool.PoolStore(torch.from_numpy(ape), max_slots=4,
-                            dtype=etype) as b:
+            kpool.PoolStore(to_torch(ape), max_slots=4,
+                            dtype=torch.float16) as b:
         row = 0
         for iro, slots in calls:
             rows = slice(row, row + iro[-1])
             row += iro[-1]
             want = a.step(k[rows], gate[rows], iro, slots)
-            got = b.step(to_torch(k[rows]), to_torch(gate[rows]),
+            got = b.step(to_torch(k[rows], etype), to_torch(gate[rows], etype),
                          torch.tensor(iro), torch.tensor(slots))
             assert got == want
         for slot in (3, 0):
@@ -190,13 +208,14 @@ def test_pool_store_loop(rng):
             assert_bits(b.pools(slot), a.pools(slot))
         # Each request's rows as separate tensors.
         a.step_requests([(3, k[:2], gate[:2])])
-        b.step_requests([(3, to_torch(k[:2]), to_torch(gate[:2]))])
+        b.step_requests([(3, to_torch(k[:2], etype),
+                          to_torch(gate[:2], etype))])
         assert_bits(b.pools(3), a.pools(3))
 
 
 def test_bf16_tensor_views_are_not_copies():
     t = torch.arange(12, dtype=torch.float32).view(3, 4).to(torch.bfloat16)
-    a = kpool.runtime._host_array("op", t[:, 1::2])
+    a = kpool.interop.host_array("op", "x", t[:, 1::2])
     assert a.dtype == np.uint16 and a.shape == (3, 2)
     assert a.ctypes.data == t.data_ptr() + 2 and a.strides == (8, 4)
     assert_bits(a, kpool.f32_to_bf16(np.arange(12, dtype=np.float32)
@@ -205,10 +224,38 @@ def test_bf16_tensor_views_are_not_copies():
     assert t[0, 1].item() == -2.0
 
 
-def test_tensors_that_need_a_grad_are_refused():
+def test_framework_errors_name_the_operand():
+    """A tensor that requires grad, or a meta tensor, gets kpool's message
+    naming the operand, not the framework's."""
+    ape = torch.zeros(K, D)
     k = torch.zeros(8, D, requires_grad=True)
-    with pytest.raises(RuntimeError, match="require"):
-        kpool.compress(k, k, np.zeros((K, D), np.float32), [0, 8], None, [0])
+    with pytest.raises(kpool.KPoolError,
+                       match=r"compress: 'k' requires grad; kpool's ops are "
+                             r"not differentiable: pass k.detach\(\)"):
+        kpool.compress(k, k.detach(), ape, [0, 8], None, [0])
+    meta = torch.zeros(8, D, device="meta")
+    with pytest.raises(kpool.KPoolError,
+                       match=r"compress: 'gate' is a meta tensor"):
+        kpool.compress(torch.zeros(8, D), meta, ape, [0, 8], None, [0])
+
+
+def test_types_as_torch_spells_them():
+    """Element types by torch's names; wrong dtypes named as torch names
+    them."""
+    ks = kpool.KernelSet(torch.bfloat16, D, K)
+    assert ks.element_type == "bf16" and kpool.KernelSet("bfloat16", D,
+                                                         K).kpool == K
+    k = torch.zeros(8, D, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"compress: 'gate' must have dtype "
+                                        r"torch.bfloat16, got torch.float32"):
+        ks.compress(k, torch.zeros(8, D), torch.zeros(K, D), [0, 8], None,
+                    [0])
+    with pytest.raises(TypeError, match=r"'ape' must have dtype "
+                                        r"torch.float32, got torch.float64"):
+        ks.compress(k, k, torch.zeros(K, D, dtype=torch.float64), [0, 8],
+                    None, [0])
+    with pytest.raises(TypeError, match="not an element type"):
+        kpool.KernelSet(torch.int8, D, K)
 
 
 # --- kpool.torch: the custom ops --------------------------------------------
@@ -223,6 +270,18 @@ def test_custom_ops_alias_annotations():
     assert written("step") == {"tail"}
     assert written("ring_close") == set()
     assert written("pool_offsets") == set()
+    assert written("step_cache") == {"tail", "cache_keys", "cache_scales"}
+
+
+def test_custom_ops_use_the_module_functions_names():
+    """The ops' schemas: the module functions' operands, names and order."""
+    import inspect
+    for op in ("compress", "seed_tail", "ring_close", "step"):
+        schema = getattr(torch.ops.kpool, op).default._schema
+        names = [a.name for a in schema.arguments]
+        params = list(inspect.signature(getattr(kpool, op)).parameters)
+        assert names == params[:len(names)] or names == [
+            n for n in params if n in names], (op, names, params)
 
 
 @pytest.mark.parametrize("etype", ETYPES)
@@ -238,34 +297,70 @@ def test_custom_ops_match_the_numpy_api(rng, etype):
 
     expected = kpool.compress(k, gate, ape, iro, pro, cache)
     capacity = zeros((len(expected) + 3, D), etype)
-    assert ops.compress(tk, tg, ta, t_iro, t_pro, t_cache, capacity) is None
-    assert_bits(bits(capacity[:len(expected)]), expected)
-    assert not bits(capacity[len(expected):]).any()
+    assert ops.compress(tk, tg, ta, t_iro, t_pro, t_cache,
+                        pooled=capacity) is capacity
+    assert_bits(to_numpy(capacity[:len(expected)], etype), expected)
+    assert not capacity[len(expected):].any()
 
     pooled, closed = kpool.ring_close(tail, k, gate, ape, iro, cache, SLOTS)
     t_pooled, t_closed = ops.ring_close(to_torch(tail, etype), tk, tg, ta,
                                         t_iro, t_cache, t_slots)
-    assert_bits(bits(t_pooled), pooled)
+    assert_bits(to_numpy(t_pooled, etype), pooled)
     assert t_closed.dtype == torch.int32
     assert t_closed.tolist() == closed.tolist()
     _, two = ops.ring_close(to_torch(tail, etype), tk, tg, ta, t_iro, t_cache,
                             t_slots, 2)
     assert two.tolist()[2:] == [-1] * (len(cache) - 2)
+    # Lists, as the module functions take them.
+    _, listed = ops.ring_close(to_torch(tail, etype), tk, tg, ta,
+                               iro.tolist(), cache.tolist(), SLOTS)
+    assert listed.tolist() == closed.tolist()
 
     seeded = kpool.seed_tail(tail.copy(), k, gate, iro, cache, SLOTS)
-    t_tail = to_torch(tail.copy(), etype)
+    t_tail = to_torch(tail, etype)
     ops.seed_tail(t_tail, tk, tg, t_iro, t_cache, t_slots)
-    assert_bits(bits(t_tail), seeded)
+    assert_bits(to_numpy(t_tail, etype), seeded)
 
     fused = tail.copy()
     want = ks.step(fused, k, gate, ape, iro, cache, SLOTS)
-    t_tail = to_torch(tail.copy(), etype)
+    t_tail = to_torch(tail, etype)
     got = ops.step(t_tail, tk, tg, ta, t_iro, t_cache, t_slots)
-    assert_bits(bits(t_tail), fused)
+    assert_bits(to_numpy(t_tail, etype), fused)
     assert [g.dtype for g in got] == [TORCH_DTYPES[etype], torch.int32,
                                       torch.int32, TORCH_DTYPES[etype]]
     for w, g in zip(want, got):
-        assert_bits(bits(g).view(w.dtype), w)
+        rows = g.dtype == TORCH_DTYPES[etype]
+        assert_bits(to_numpy(g, etype if rows else None).view(w.dtype), w)
+
+
+def test_custom_cache_op_matches_the_kernel_set(rng):
+    """torch.ops.kpool.step_cache: the step with the FP8 pool cache, as
+    KernelSet.step with the cache group."""
+    etype = "bf16"
+    iro = np.array([0, 13, 24, 26], np.int32)
+    cache = np.array([0, 6, 3], np.int32)
+    slots = [4, 0, 6]
+    k, gate, ape = random_inputs(rng, 26, D, K, etype, signed=True)
+    tail = ring(rng, etype)
+    table = np.arange(24, dtype=np.int32).reshape(3, 8)[::-1].copy()
+    table[:, 6:] = -1
+    keys = np.zeros((24, 4, D), np.uint8)
+    scales = np.zeros((24, 4), np.float32)
+    ks = kpool.kernel_set(etype, D, K, cache="fp8", rotate="hadamard")
+    fused = tail.copy()
+    ks.step(fused, k, gate, ape, iro, cache, slots, block_table=table,
+            cache_keys=keys, cache_scales=scales)
+    t_keys, t_scales = to_torch(np.zeros_like(keys)), to_torch(
+        np.zeros_like(scales))
+    t_tail = to_torch(tail, etype)
+    torch.ops.kpool.step_cache(
+        t_tail, to_torch(k, etype), to_torch(gate, etype), to_torch(ape),
+        to_torch(iro), to_torch(cache), slots, block_table=to_torch(table),
+        cache_keys=t_keys, cache_scales=t_scales, rotate="hadamard")
+    assert keys.any()
+    assert_bits(to_numpy(t_keys), keys)
+    assert_bits(to_numpy(t_scales), scales)
+    assert_bits(to_numpy(t_tail, etype), fused)
 
 
 def _meta_operands(etype, tokens=14, batch=3, slots=8):
@@ -294,9 +389,9 @@ def test_custom_ops_on_meta_tensors(etype):
     assert (tuple(pooled.shape), pooled.dtype) == ((3, D), e)
     assert (tuple(closed.shape), closed.dtype) == ((3,), torch.int32)
     assert tuple(ops.pool_offsets(o["iro"], o["cache"], K).shape) == (4,)
+    given = torch.empty(7, D, dtype=e, device="meta")
     assert ops.compress(o["k"], o["gate"], o["ape"], o["iro"], o["iro"],
-                        o["cache"], torch.empty(7, D, dtype=e,
-                                                device="meta")) is None
+                        o["cache"], pooled=given) is given
     ops.seed_tail(o["tail"], o["k"], o["gate"], o["iro"], o["cache"],
                   o["slots"])
 

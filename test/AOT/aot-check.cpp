@@ -77,18 +77,29 @@ void compare(const KernelConfig &config, const KernelSet &aot,
        slotV = denseView(slot.data(), {B});
 
   std::vector<uint32_t> proA(B + 1), proJ(B + 1);
-  aot.poolOffsets(denseView(proA.data(), {B + 1}), iroV, cacheV,
-                  Validation::Trust);
-  jit.poolOffsets(denseView(proJ.data(), {B + 1}), iroV, cacheV,
-                  Validation::Trust);
+  PoolOffsetsArgs offsets{};
+  offsets.input_row_offsets = iroV;
+  offsets.cache_lengths = cacheV;
+  offsets.pool_row_offsets = denseView(proA.data(), {B + 1});
+  aot.poolOffsets(offsets, Validation::Trust);
+  offsets.pool_row_offsets = denseView(proJ.data(), {B + 1});
+  jit.poolOffsets(offsets, Validation::Trust);
   check(same(proA, proJ), name + ": pool_offsets");
 
   int64_t P = proJ[B] + 2;
   std::vector<uint8_t> pooledA(P * D * es, 0x5a), pooledJ(P * D * es, 0x5a);
-  aot.compress(denseView(pooledA.data(), {P, D}), kV, gV, apeV, iroV,
-               denseView(proA.data(), {B + 1}), cacheV, Validation::Trust);
-  jit.compress(denseView(pooledJ.data(), {P, D}), kV, gV, apeV, iroV,
-               denseView(proJ.data(), {B + 1}), cacheV, Validation::Trust);
+  CompressArgs c{};
+  c.k = kV;
+  c.gate = gV;
+  c.ape = apeV;
+  c.input_row_offsets = iroV;
+  c.cache_lengths = cacheV;
+  c.pooled = denseView(pooledA.data(), {P, D});
+  c.pool_row_offsets = denseView(proA.data(), {B + 1});
+  aot.compress(c, Validation::Trust);
+  c.pooled = denseView(pooledJ.data(), {P, D});
+  c.pool_row_offsets = denseView(proJ.data(), {B + 1});
+  jit.compress(c, Validation::Trust);
   check(same(pooledA, pooledJ), name + ": compress");
 
   View ringA{nullptr, 4, {slots, 2, K, D}, {slotStride, K * D, D, 1}};
@@ -99,19 +110,36 @@ void compare(const KernelConfig &config, const KernelSet &aot,
   ringA.data = ringAcopy.data();
   View ringJV = ringA;
   ringJV.data = ringJ.data();
-  aot.ringClose(denseView(closedRowsA.data(), {B, D}),
-                denseView(closedA.data(), {B}), ringA, kV, gV, apeV, iroV,
-                cacheV, slotV, int32_t(B), Validation::Trust);
-  jit.ringClose(denseView(closedRowsJ.data(), {B, D}),
-                denseView(closedJ.data(), {B}), ringJV, kV, gV, apeV, iroV,
-                cacheV, slotV, int32_t(B), Validation::Trust);
+  RingCloseArgs r{};
+  r.k = kV;
+  r.gate = gV;
+  r.ape = apeV;
+  r.input_row_offsets = iroV;
+  r.cache_lengths = cacheV;
+  r.slot_idx = slotV;
+  r.num_requests = int32_t(B);
+  r.pooled = denseView(closedRowsA.data(), {B, D});
+  r.closed_pool = denseView(closedA.data(), {B});
+  r.tail = ringA;
+  aot.ringClose(r, Validation::Trust);
+  r.pooled = denseView(closedRowsJ.data(), {B, D});
+  r.closed_pool = denseView(closedJ.data(), {B});
+  r.tail = ringJV;
+  jit.ringClose(r, Validation::Trust);
   check(same(closedRowsA, closedRowsJ) && same(closedA, closedJ),
         name + ": ring_close");
 
-  aot.seedTail(ringA, kV, gV, iroV, cacheV, slotV, int32_t(B),
-               Validation::Trust);
-  jit.seedTail(ringJV, kV, gV, iroV, cacheV, slotV, int32_t(B),
-               Validation::Trust);
+  SeedTailArgs t{};
+  t.k = kV;
+  t.gate = gV;
+  t.input_row_offsets = iroV;
+  t.cache_lengths = cacheV;
+  t.slot_idx = slotV;
+  t.num_requests = int32_t(B);
+  t.tail = ringA;
+  aot.seedTail(t, Validation::Trust);
+  t.tail = ringJV;
+  jit.seedTail(t, Validation::Trust);
   check(same(ringAcopy, ringJ), name + ": seed_tail");
   if (K > 1) // with kpool 1 every token closes its own pool
     check(!same(ringAcopy, ring), name + ": seed_tail wrote the ring");

@@ -149,14 +149,27 @@ static void lockAll(Compress *c, int locked) {
   lock(&c->cache.memory, locked);
 }
 
+/* compress's argument struct (kpool/ABI/Args.h) over `c`'s views. */
+static KPoolCompressArgs compressArgs(const Compress *c) {
+  KPoolCompressArgs a;
+  memset(&a, 0, sizeof a);
+  a.pooled = c->pooled.view;
+  a.k = c->k.view;
+  a.gate = c->gate.view;
+  a.ape = c->ape.view;
+  a.input_row_offsets = c->iro.view;
+  a.pool_row_offsets = c->pro.view;
+  a.cache_lengths = c->cache.view;
+  return a;
+}
+
 /* A wrong compress: every operand locked, so any read faults. */
 static void wrongCompress(const char *what, Compress c) {
   uint64_t status = 0;
   uint64_t returned;
+  KPoolCompressArgs args = compressArgs(&c);
   lockAll(&c, 1);
-  returned = kpool_f32_d4_k2_compress(&c.pooled.view, &c.k.view, &c.gate.view,
-                                      &c.ape.view, &c.iro.view, &c.pro.view,
-                                      &c.cache.view, &status, NULL);
+  returned = kpool_f32_d4_k2_compress(&args, &status, NULL);
   report(what, returned, status, 1);
 }
 
@@ -212,21 +225,33 @@ int main(int argc, char **argv) {
     wrongCompress("pooled with a negative extent", c);
   }
   {
+    uint64_t status = 0;
+    uint64_t returned = kpool_f32_d4_k2_compress(NULL, &status, NULL);
+    report("null arguments", returned, status, 1);
+  }
+  {
     /* seed_tail with a ring window below kpool. */
     int64_t tail[4] = {2, 2, 1, D}, k[2] = {3, D}, two[1] = {2}, one[1] = {1};
     Operand t = operand(4, tail, 4), kk = operand(2, k, 4),
             gate = operand(2, k, 4), iro = operand(1, two, 4),
             cache = operand(1, one, 4), slots = operand(1, one, 4);
     uint64_t status = 0, returned;
+    KPoolSeedTailArgs args;
+    memset(&args, 0, sizeof args);
+    args.tail = t.view;
+    args.k = kk.view;
+    args.gate = gate.view;
+    args.input_row_offsets = iro.view;
+    args.cache_lengths = cache.view;
+    args.slot_idx = slots.view;
+    args.num_requests = 1;
     lock(&t.memory, 1);
     lock(&kk.memory, 1);
     lock(&gate.memory, 1);
     lock(&iro.memory, 1);
     lock(&cache.memory, 1);
     lock(&slots.memory, 1);
-    returned =
-        kpool_f32_d4_k2_seed_tail(&t.view, &kk.view, &gate.view, &iro.view,
-                                  &cache.view, &slots.view, 1, &status, NULL);
+    returned = kpool_f32_d4_k2_seed_tail(&args, &status, NULL);
     report("seed_tail with a ring window of 1 for kpool 2", returned, status,
            1);
   }
@@ -238,15 +263,12 @@ int main(int argc, char **argv) {
     Compress second = compressOperands(6, D, 6, K, 1, 1);
     uint64_t status = 0, a, b;
     second.pooled.view.sizes[1] = 5; /* pooled: id 0, smaller */
+    KPoolCompressArgs firstArgs = compressArgs(&first),
+                      secondArgs = compressArgs(&second);
     lockAll(&first, 1);
     lockAll(&second, 1);
-    a = kpool_f32_d4_k2_compress(
-        &first.pooled.view, &first.k.view, &first.gate.view, &first.ape.view,
-        &first.iro.view, &first.pro.view, &first.cache.view, &status, NULL);
-    b = kpool_f32_d4_k2_compress(&second.pooled.view, &second.k.view,
-                                 &second.gate.view, &second.ape.view,
-                                 &second.iro.view, &second.pro.view,
-                                 &second.cache.view, &status, NULL);
+    a = kpool_f32_d4_k2_compress(&firstArgs, &status, NULL);
+    b = kpool_f32_d4_k2_compress(&secondArgs, &status, NULL);
     printf("two findings: 0x%llx then 0x%llx, status keeps 0x%llx\n",
            (unsigned long long)a, (unsigned long long)b,
            (unsigned long long)status);
@@ -274,9 +296,8 @@ int main(int argc, char **argv) {
       k[i] = (float)(i + 1);
       gate[i] = 0.f; /* equal weights: a pool is its members' mean */
     }
-    returned = kpool_f32_d4_k2_compress(&c.pooled.view, &c.k.view, &c.gate.view,
-                                        &c.ape.view, &c.iro.view, &c.pro.view,
-                                        &c.cache.view, &status, NULL);
+    KPoolCompressArgs args = compressArgs(&c);
+    returned = kpool_f32_d4_k2_compress(&args, &status, NULL);
     report("right views", returned, status, 0);
     printf("pool 1, channel 0: %g (expected %g)\n", pooled[1 * D],
            (k[2 * D] + k[3 * D]) / 2);

@@ -222,13 +222,92 @@ static KPoolView deviceView(Operand *o) {
   return view((void *)(uintptr_t)o->device, o->rank, o->sizes);
 }
 
+/* A configuration of `target`. */
+static KPoolKernelConfig config(int32_t target, KPoolElementType type,
+                                int64_t headDim, int64_t kpool) {
+  KPoolKernelConfig c = kpoolKernelConfigDefault();
+  c.target = target;
+  c.elementType = type;
+  c.headDim = headDim;
+  c.kpool = kpool;
+  return c;
+}
+static KPoolError *create(int32_t target, KPoolElementType type,
+                          int64_t headDim, int64_t kpool,
+                          KPoolKernelSet **result) {
+  KPoolKernelConfig c = config(target, type, headDim, kpool);
+  return kpoolKernelSetCreate(&c, result);
+}
+
+/* Call options: on the device, the caller's stream and status word and no
+   metadata validation (device memory is never read back); on the host,
+   validated. */
+static KPoolCallOptions onDevice(uint64_t *word, CUstream stream) {
+  KPoolCallOptions o;
+  memset(&o, 0, sizeof o);
+  o.status = word;
+  o.stream = stream;
+  o.validation = KPOOL_VALIDATION_TRUST;
+  return o;
+}
+static KPoolCallOptions onHost(void) {
+  KPoolCallOptions o;
+  memset(&o, 0, sizeof o);
+  o.validation = KPOOL_VALIDATION_CHECK;
+  return o;
+}
+
+/* The operands of pool_offsets, compress and step, as views of one kind
+   (device or host). */
+typedef struct {
+  KPoolView pooled, k, gate, ape, iro, pro, cache, slots, tail, closed,
+      closedPool;
+} Views;
+
+static KPoolPoolOffsetsArgs poolOffsetsArgs(const Views *v) {
+  KPoolPoolOffsetsArgs a;
+  memset(&a, 0, sizeof a);
+  a.pool_row_offsets = v->pro;
+  a.input_row_offsets = v->iro;
+  a.cache_lengths = v->cache;
+  return a;
+}
+static KPoolCompressArgs compressArgs(const Views *v) {
+  KPoolCompressArgs a;
+  memset(&a, 0, sizeof a);
+  a.pooled = v->pooled;
+  a.k = v->k;
+  a.gate = v->gate;
+  a.ape = v->ape;
+  a.input_row_offsets = v->iro;
+  a.pool_row_offsets = v->pro;
+  a.cache_lengths = v->cache;
+  return a;
+}
+static KPoolStepArgs stepArgs(const Views *v, int32_t numRequests) {
+  KPoolStepArgs a;
+  memset(&a, 0, sizeof a);
+  a.closed = v->closed;
+  a.closed_pool = v->closedPool;
+  a.pool_row_offsets = v->pro;
+  a.pooled = v->pooled;
+  a.tail = v->tail;
+  a.k = v->k;
+  a.gate = v->gate;
+  a.ape = v->ape;
+  a.input_row_offsets = v->iro;
+  a.cache_lengths = v->cache;
+  a.slot_idx = v->slots;
+  a.num_requests = numRequests;
+  return a;
+}
+
 int main(int argc, char **argv) {
   KPoolKernelSet *set = NULL, *cpu = NULL;
   KPoolError *error;
   KPoolKernelCacheStatistics stats;
   if (argc > 1 && !strcmp(argv[1], "--neither")) {
-    error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, 96, 4,
-                                          0, 0, &set);
+    error = create(KPOOL_TARGET_CUDA, KPOOL_BF16, 96, 4, &set);
     report("neither", error);
     return set != NULL;
   }
@@ -283,13 +362,12 @@ int main(int argc, char **argv) {
                     &cache,  &slots, &tail, &closed, &closedPool, &status};
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
     upload(all[i]);
-  KPoolView vPooled = deviceView(&pooled), vK = deviceView(&k),
-            vGate = deviceView(&gate), vApe = deviceView(&ape),
-            vIro = deviceView(&iro), vPro = deviceView(&pro),
-            vCache = deviceView(&cache), vSlots = deviceView(&slots),
-            vTail = deviceView(&tail), vClosed = deviceView(&closed),
-            vClosedPool = deviceView(&closedPool);
+  Views dev = {deviceView(&pooled), deviceView(&k),         deviceView(&gate),
+               deviceView(&ape),    deviceView(&iro),       deviceView(&pro),
+               deviceView(&cache),  deviceView(&slots),     deviceView(&tail),
+               deviceView(&closed), deviceView(&closedPool)};
   uint64_t *word = (uint64_t *)(uintptr_t)status.device;
+  KPoolCallOptions onGpu = onDevice(word, stream), host = onHost();
   static uint16_t gotRows[(T / K + B) * D], gotClosed[B * D],
       gotTail[SLOTS * 2 * K * D];
   uint32_t gotPro[B + 1], gotClosedPool[B];
@@ -297,8 +375,7 @@ int main(int argc, char **argv) {
   int64_t ulps;
 
   /* The default pack: bf16, head_dim 128, kpool 4, no compilation. */
-  error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, D, K, 0,
-                                        0, &set);
+  error = create(KPOOL_TARGET_CUDA, KPOOL_BF16, D, K, &set);
   report("bf16 128 4 on CUDA", error);
   kpoolKernelCacheGetStatistics(&stats, NULL);
   expect(set && stats.compiled == 0 && stats.hits == 0,
@@ -312,29 +389,27 @@ int main(int argc, char **argv) {
 
   /* pool_offsets and compress, against the CPU kernel set. */
   int64_t before = streamLaunches(stream);
-  report("pool_offsets",
-         kpoolPoolOffsets(set, &vPro, &vIro, &vCache, word, stream, 0));
-  report("compress", kpoolCompress(set, &vPooled, &vK, &vGate, &vApe, &vIro,
-                                   &vPro, &vCache, word, stream, 0));
+  KPoolPoolOffsetsArgs offsetsArgs = poolOffsetsArgs(&dev);
+  KPoolCompressArgs compress = compressArgs(&dev);
+  report("pool_offsets", kpoolPoolOffsets(set, &offsetsArgs, &onGpu));
+  report("compress", kpoolCompress(set, &compress, &onGpu));
   download(&pooled, gotRows, stream);
   download(&pro, gotPro, stream);
   expect(moduleLoads() == loaded, "no module loaded after prepare");
   expect(streamLaunches(stream) >= before + 2 &&
              kernelLaunches("kpool_bf16_d128_k4_cuda_compress") > 0,
          "compress ran on the caller's stream");
-  must("CPU kernel set", kpoolKernelSetCreate(KPOOL_BF16, D, K, 0, 16, &cpu));
+  must("CPU kernel set", create(KPOOL_TARGET_CPU, KPOOL_BF16, D, K, &cpu));
   if (!cpu)
     return 1;
-  KPoolView hPooled = hostView(&pooled), hK = hostView(&k),
-            hGate = hostView(&gate), hApe = hostView(&ape),
-            hIro = hostView(&iro), hPro = hostView(&pro),
-            hCache = hostView(&cache), hSlots = hostView(&slots),
-            hTail = hostView(&tail), hClosed = hostView(&closed),
-            hClosedPool = hostView(&closedPool);
-  must("CPU pool_offsets",
-       kpoolPoolOffsets(cpu, &hPro, &hIro, &hCache, NULL, NULL, 1));
-  must("CPU compress", kpoolCompress(cpu, &hPooled, &hK, &hGate, &hApe, &hIro,
-                                     &hPro, &hCache, NULL, NULL, 1));
+  Views hst = {hostView(&pooled), hostView(&k),         hostView(&gate),
+               hostView(&ape),    hostView(&iro),       hostView(&pro),
+               hostView(&cache),  hostView(&slots),     hostView(&tail),
+               hostView(&closed), hostView(&closedPool)};
+  KPoolPoolOffsetsArgs hostOffsets = poolOffsetsArgs(&hst);
+  KPoolCompressArgs hostCompress = compressArgs(&hst);
+  must("CPU pool_offsets", kpoolPoolOffsets(cpu, &hostOffsets, &host));
+  must("CPU compress", kpoolCompress(cpu, &hostCompress, &host));
   expect(memcmp(gotPro, pro.host, sizeof gotPro) == 0,
          "pool_row_offsets as on the CPU");
   {
@@ -346,9 +421,11 @@ int main(int argc, char **argv) {
              (long long)ulps);
     expect(pools == 2 && ulps <= 4, what);
   }
-  report("compress validated",
-         kpoolCompress(set, &vPooled, &vK, &vGate, &vApe, &vIro, &vPro, &vCache,
-                       word, stream, 1));
+  {
+    KPoolCallOptions validated = onGpu;
+    validated.validation = KPOOL_VALIDATION_CHECK;
+    report("compress validated", kpoolCompress(set, &compress, &validated));
+  }
 
   /* Capture a step into a CUDA graph; replay it and compare with the CPU's
      step on the same inputs; replay it again. */
@@ -360,9 +437,8 @@ int main(int argc, char **argv) {
   int64_t launched = allLaunches();
   check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
         "cuStreamBeginCapture");
-  report("step (captured)",
-         kpoolStep(set, &vClosed, &vClosedPool, &vPro, &vPooled, &vTail, &vK,
-                   &vGate, &vApe, &vIro, &vCache, &vSlots, B, word, stream, 0));
+  KPoolStepArgs step = stepArgs(&dev, B);
+  report("step (captured)", kpoolStep(set, &step, &onGpu));
   check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
   check(cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
   check(cuGraphGetNodes(graph, NULL, &nodes), "cuGraphGetNodes");
@@ -375,9 +451,8 @@ int main(int argc, char **argv) {
   download(&pro, gotPro, stream);
   download(&pooled, gotRows, stream);
   download(&tail, gotTail, stream);
-  must("CPU step",
-       kpoolStep(cpu, &hClosed, &hClosedPool, &hPro, &hPooled, &hTail, &hK,
-                 &hGate, &hApe, &hIro, &hCache, &hSlots, B, NULL, NULL, 1));
+  KPoolStepArgs hostStep = stepArgs(&hst, B);
+  must("CPU step", kpoolStep(cpu, &hostStep, &host));
   {
     char what[160];
     uint32_t pools = ((uint32_t *)pro.host)[B];
@@ -413,9 +488,13 @@ int main(int argc, char **argv) {
   set = NULL;
   KPoolKernelCacheStatistics was;
   kpoolKernelCacheGetStatistics(&was, NULL);
-  error = kpoolKernelSetCreateWithCache(
-      KPOOL_TARGET_CUDA, KPOOL_F16, D, K, 0, 0, KPOOL_CACHE_FP8,
-      KPOOL_ROTATE_HADAMARD, KPOOL_SCALE_POW2, &set);
+  {
+    KPoolKernelConfig fp8 = config(KPOOL_TARGET_CUDA, KPOOL_F16, D, K);
+    fp8.cache.entry = KPOOL_CACHE_FP8;
+    fp8.cache.rotate = KPOOL_ROTATE_HADAMARD;
+    fp8.cache.scale = KPOOL_SCALE_POW2;
+    error = kpoolKernelSetCreate(&fp8, &set);
+  }
   report("f16 128 4 fp8-hadamard-pow2 on CUDA", error);
   kpoolKernelCacheGetStatistics(&stats, NULL);
   expect(set && stats.compiled == was.compiled && stats.hits == was.hits,
@@ -426,8 +505,7 @@ int main(int argc, char **argv) {
   set = NULL;
   cpu = NULL;
   kpoolKernelCacheGetStatistics(&was, NULL);
-  error = kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_BF16, 64, 2, 0,
-                                        0, &set);
+  error = create(KPOOL_TARGET_CUDA, KPOOL_BF16, 64, 2, &set);
   report("bf16 64 2 on CUDA", error);
   kpoolKernelCacheGetStatistics(&stats, NULL);
   printf("cache: hits %lld, compiled %lld\n",
@@ -444,26 +522,32 @@ int main(int argc, char **argv) {
     uint32_t cache2[B] = {0, 1}, pro2[B + 1];
     memcpy(cache.host, cache2, sizeof cache2);
     upload(&cache);
-    KPoolView p2 = view(vPooled.data, 2, sP2), k2 = view(vK.data, 2, s64),
-              g2 = view(vGate.data, 2, s64), a2 = view(vApe.data, 2, sApe2);
-    KPoolView hp2 = view(pooled.host, 2, sP2), hk2 = view(k.host, 2, s64),
-              hg2 = view(gate.host, 2, s64), ha2 = view(ape.host, 2, sApe2),
-              hpro2 = view(pro2, 1, sB1);
+    Views dev2 = dev, hst2 = hst;
+    dev2.pooled = view(dev.pooled.data, 2, sP2);
+    dev2.k = view(dev.k.data, 2, s64);
+    dev2.gate = view(dev.gate.data, 2, s64);
+    dev2.ape = view(dev.ape.data, 2, sApe2);
+    hst2.pooled = view(pooled.host, 2, sP2);
+    hst2.k = view(k.host, 2, s64);
+    hst2.gate = view(gate.host, 2, s64);
+    hst2.ape = view(ape.host, 2, sApe2);
+    hst2.pro = view(pro2, 1, sB1);
+    KPoolCallOptions noWord = onDevice(NULL, stream);
+    KPoolPoolOffsetsArgs offsets2 = poolOffsetsArgs(&dev2),
+                         hostOffsets2 = poolOffsetsArgs(&hst2);
+    KPoolCompressArgs compress2 = compressArgs(&dev2),
+                      hostCompress2 = compressArgs(&hst2);
     before = kernelLaunches("kpool_bf16_d64_k2_cuda_compress");
-    report("JIT pool_offsets",
-           kpoolPoolOffsets(set, &vPro, &vIro, &vCache, NULL, stream, 0));
-    report("JIT compress", kpoolCompress(set, &p2, &k2, &g2, &a2, &vIro, &vPro,
-                                         &vCache, NULL, stream, 0));
+    report("JIT pool_offsets", kpoolPoolOffsets(set, &offsets2, &noWord));
+    report("JIT compress", kpoolCompress(set, &compress2, &noWord));
     download(&pooled, gotRows, stream);
     expect(kernelLaunches("kpool_bf16_d64_k2_cuda_compress") > before,
            "the JIT's compress kernel ran");
-    must("CPU 64 2", kpoolKernelSetCreate(KPOOL_BF16, 64, 2, 0, 16, &cpu));
+    must("CPU 64 2", create(KPOOL_TARGET_CPU, KPOOL_BF16, 64, 2, &cpu));
     if (!cpu)
       return 1;
-    must("CPU pool_offsets",
-         kpoolPoolOffsets(cpu, &hpro2, &hIro, &hCache, NULL, NULL, 1));
-    must("CPU compress", kpoolCompress(cpu, &hp2, &hk2, &hg2, &ha2, &hIro,
-                                       &hpro2, &hCache, NULL, NULL, 1));
+    must("CPU pool_offsets", kpoolPoolOffsets(cpu, &hostOffsets2, &host));
+    must("CPU compress", kpoolCompress(cpu, &hostCompress2, &host));
     char what[96];
     ulps = maxUlps(gotRows, pooled.host, (int64_t)pro2[B] * 64);
     snprintf(what, sizeof what,
@@ -479,14 +563,14 @@ int main(int argc, char **argv) {
      order, and launches no compress kernel. */
   {
     int64_t bad[2] = {T, 2};
-    KPoolView vBad = view(vK.data, 2, bad);
+    KPoolCompressArgs wrong = compress;
+    wrong.k = view(dev.k.data, 2, bad);
     uint64_t returned;
     KPoolError *decoded;
     upload(&status); /* zero */
     before = kernelLaunches("compress");
     int64_t recorded = kernelLaunches("kpool_record_status");
-    returned = kpool_bf16_d128_k4_cuda_compress(
-        &vPooled, &vBad, &vGate, &vApe, &vIro, &vPro, &vCache, word, stream);
+    returned = kpool_bf16_d128_k4_cuda_compress(&wrong, word, stream);
     download(&status, &gotWord, stream);
     decoded = kpoolStatusWordError(gotWord);
     printf("raw entry point: returned 0x%llx, status 0x%llx: %s\n",

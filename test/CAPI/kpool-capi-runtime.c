@@ -16,6 +16,7 @@
 #include "kpool-c/Runtime.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,23 @@ static KPoolView view1(void *data, int64_t n) {
 static KPoolView view2(void *data, int64_t rows, int64_t cols) {
   KPoolView v = {data, 2, {rows, cols}, {cols, 1}};
   return v;
+}
+
+/// The options of a call with (1) or without (0) host validation.
+static const KPoolCallOptions *validated(int validate) {
+  static const KPoolCallOptions check = {NULL, NULL, KPOOL_VALIDATION_CHECK},
+                                trust = {NULL, NULL, KPOOL_VALIDATION_TRUST};
+  return validate ? &check : &trust;
+}
+
+/// A kernel set of the test's configuration (f32, D, K) on `target`.
+static KPoolKernelConfig config(int32_t target) {
+  KPoolKernelConfig c = kpoolKernelConfigDefault();
+  c.target = target;
+  c.elementType = KPOOL_F32;
+  c.headDim = D;
+  c.kpool = K;
+  return c;
 }
 
 /// Prints "ok" or the error (and frees it); returns whether it failed.
@@ -77,11 +95,14 @@ static float maxRelErr(const float *a, const float *b, int n) {
 int main(void) {
   KPoolKernelSet *ks = NULL;
 
+  KPoolKernelConfig cpu = config(KPOOL_TARGET_CPU), bad = cpu;
+  bad.elementType = 7;
   // CHECK: bad element type: error: kernel set: element type 7 is not one of
-  report("bad element type",
-         kpoolKernelSetCreate((KPoolElementType)7, D, K, false, 16, &ks));
+  report("bad element type", kpoolKernelSetCreate(&bad, &ks));
+  // CHECK: null config: error: kernel set: the configuration is null
+  report("null config", kpoolKernelSetCreate(NULL, &ks));
   // CHECK: create: ok
-  if (report("create", kpoolKernelSetCreate(KPOOL_F32, D, K, false, 16, &ks)))
+  if (report("create", kpoolKernelSetCreate(&cpu, &ks)))
     return 1;
   // CHECK: config: f32 8 4
   printf("config: %s %lld %lld\n",
@@ -108,17 +129,28 @@ int main(void) {
   // pool_offsets: request 0 has pools 0 and 1, request 1 pool 2.
   uint32_t pro[3];
   KPoolView vpro = view1(pro, 3);
+  KPoolPoolOffsetsArgs offsets = {0};
+  offsets.pool_row_offsets = vpro;
+  offsets.input_row_offsets = viro;
+  offsets.cache_lengths = vcache;
   // CHECK: pool_offsets: ok
-  report("pool_offsets", kpoolPoolOffsets(ks, &vpro, &viro, &vcache, NULL, NULL, true));
+  report("pool_offsets", kpoolPoolOffsets(ks, &offsets, validated(1)));
   // CHECK: pool_row_offsets: 0 2 3
   printf("pool_row_offsets: %u %u %u\n", pro[0], pro[1], pro[2]);
 
   // compress against the C computation.
   float pooled[3 * D];
   KPoolView vpooled = view2(pooled, 3, D);
+  KPoolCompressArgs compress = {0};
+  compress.pooled = vpooled;
+  compress.k = vk;
+  compress.gate = vgate;
+  compress.ape = vape;
+  compress.input_row_offsets = viro;
+  compress.pool_row_offsets = vpro;
+  compress.cache_lengths = vcache;
   // CHECK: compress: ok
-  report("compress", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                   &vpro, &vcache, NULL, NULL, true));
+  report("compress", kpoolCompress(ks, &compress, validated(1)));
   float expected[3 * D];
   for (int p = 0; p < 3; ++p) {
     // Pools 0, 1 of request 0 start at rows 0 and 4; pool 2 of request 1 at
@@ -145,9 +177,16 @@ int main(void) {
   // request 0 ends at position 9 -> positions 5..8 (rows 5..8) in ring rows
   // 1, 2, 3, 0 of slot 2; request 1 ends at 13 -> positions 9..12 (rows
   // 12..15) in ring rows 1, 2, 3, 0 of slot 0.
+  KPoolSeedTailArgs seed = {0};
+  seed.tail = vtail;
+  seed.k = vk;
+  seed.gate = vgate;
+  seed.input_row_offsets = viro;
+  seed.cache_lengths = vcache;
+  seed.slot_idx = vslots;
+  seed.num_requests = 2;
   // CHECK: seed_tail: ok
-  report("seed_tail", kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro, &vcache,
-                                    &vslots, 2, NULL, NULL, true));
+  report("seed_tail", kpoolSeedTail(ks, &seed, validated(1)));
   int seeded = 1;
   for (int r = 0; r < K; ++r) {
     int row0 = r == 0 ? 8 : 4 + r, row1 = r == 0 ? 15 : 11 + r;
@@ -177,10 +216,19 @@ int main(void) {
   float closedRow[D];
   int32_t closed[1] = {42};
   KPoolView vclosedRow = view2(closedRow, 1, D), vclosed = view1(closed, 1);
+  KPoolRingCloseArgs close = {0};
+  close.pooled = vclosedRow;
+  close.closed_pool = vclosed;
+  close.tail = vtail;
+  close.k = vk;
+  close.gate = vgate;
+  close.ape = vape;
+  close.input_row_offsets = viro2;
+  close.cache_lengths = vcache2;
+  close.slot_idx = vslot2;
+  close.num_requests = 1;
   // CHECK: ring_close: ok
-  report("ring_close",
-         kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate, &vape,
-                        &viro2, &vcache2, &vslot2, 1, NULL, NULL, true));
+  report("ring_close", kpoolRingClose(ks, &close, validated(1)));
   // CHECK: closed pool 1, bit-identical to compress: 1
   printf("closed pool %d, bit-identical to compress: %d\n", closed[0],
          memcmp(closedRow, &pooled[1 * D], sizeof closedRow) == 0);
@@ -191,32 +239,52 @@ int main(void) {
   memcpy(before, pooled, sizeof pooled);
   memcpy(tailBefore, tail, sizeof tail);
   uint32_t badIro[3] = {0, 9, 17};
-  KPoolView vbadIro = view1(badIro, 3);
+  KPoolCompressArgs bad1 = compress;
+  bad1.input_row_offsets = view1(badIro, 3);
   // CHECK: overlong rows: error: compress: request 1: input_row_offsets[2] = 17
   // reaches past the 16 rows of 'k'
-  report("overlong rows", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape,
-                                        &vbadIro, &vpro, &vcache, NULL, NULL, true));
+  report("overlong rows", kpoolCompress(ks, &bad1, validated(1)));
   uint32_t badSlots[2] = {2, 3};
-  KPoolView vbadSlots = view1(badSlots, 2);
+  KPoolSeedTailArgs bad2 = seed;
+  bad2.slot_idx = view1(badSlots, 2);
   // CHECK: bad slot: error: seed_tail: request 1: slot_idx[1] = 3 is not below
   // max_slots = 3
-  report("bad slot", kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro, &vcache,
-                                   &vbadSlots, 2, NULL, NULL, true));
+  report("bad slot", kpoolSeedTail(ks, &bad2, validated(1)));
   uint32_t badPro[3] = {0, 1, 2};
-  KPoolView vbadPro = view1(badPro, 3);
+  KPoolCompressArgs bad3 = compress;
+  bad3.pool_row_offsets = view1(badPro, 3);
   // CHECK: bad pool rows: error: compress: request 0: pool_row_offsets[1] -
   // pool_row_offsets[0] = 1, but the request completes 2 pool(s)
-  report("bad pool rows", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                        &vbadPro, &vcache, NULL, NULL, true));
-  KPoolView vbadRank = vk;
-  vbadRank.rank = 9;
+  report("bad pool rows", kpoolCompress(ks, &bad3, validated(1)));
+  KPoolCompressArgs bad4 = compress;
+  bad4.k.rank = 9;
   // CHECK: bad rank: error: compress: 'k' has rank 9
-  report("bad rank", kpoolCompress(ks, &vpooled, &vbadRank, &vgate, &vape,
-                                   &viro, &vpro, &vcache, NULL, NULL, true));
-  // CHECK: null view: error: ring_close: 'tail' is a null view
-  report("null view",
-         kpoolRingClose(ks, &vclosedRow, &vclosed, NULL, &vk, &vgate, &vape,
-                        &viro2, &vcache2, &vslot2, 1, NULL, NULL, true));
+  report("bad rank", kpoolCompress(ks, &bad4, validated(1)));
+  // CHECK: null args: error: ring_close: the argument struct is null
+  report("null args", kpoolRingClose(ks, NULL, validated(1)));
+  // An operand left out of the struct is an empty view, named.
+  KPoolRingCloseArgs bad5 = close;
+  memset(&bad5.tail, 0, sizeof bad5.tail);
+  // CHECK: empty view: error: ring_close: 'tail' must have shape [?, 2, ?, 8] (max_slots x 2 x window x head_dim), got rank 0
+  report("empty view", kpoolRingClose(ks, &bad5, validated(1)));
+  // The generic call: a struct of another size is refused; a kernel that
+  // is not in the table too.
+  // CHECK: bad size: error: compress: the argument struct has 8 bytes, this library's KPoolCompressArgs has
+  report("bad size", kpoolCall(ks, KPoolKernelCompress, &compress, 8, NULL));
+  // CHECK: bad kernel: error: call: kernel 99 is not a KPoolKernelId (0 to 7)
+  report("bad kernel",
+         kpoolCall(ks, (KPoolKernelId)99, &compress, sizeof compress, NULL));
+  // CHECK: generic call: ok
+  report("generic call", kpoolCall(ks, KPoolKernelCompress, &compress,
+                                   sizeof compress, NULL));
+  // CHECK: misaligned status: error: compress: the status word at {{.*}} is not 8-byte aligned
+  uint64_t words[2] = {0, 0};
+  KPoolCallOptions misaligned = {(uint64_t *)((char *)words + 4), NULL,
+                                 KPOOL_VALIDATION_CHECK};
+  report("misaligned status", kpoolCompress(ks, &compress, &misaligned));
+  // CHECK: bad validation: error: compress: validation 7 is not one of KPOOL_VALIDATION_AUTO
+  KPoolCallOptions badValidation = {NULL, NULL, 7};
+  report("bad validation", kpoolCompress(ks, &compress, &badValidation));
 
   // NULL data pointers in metadata views: an error, validated or not (the
   // kernels would dereference them).
@@ -242,40 +310,45 @@ int main(void) {
     // CHECK-NEXT: null close iro: error: ring_close: 'input_row_offsets' has no data pointer
     // CHECK-NEXT: null close slots: error: ring_close: 'slot_idx' has no data pointer
     // CHECK-NEXT: null offsets iro: error: pool_offsets: 'input_row_offsets' has no data pointer
-    report("null iro", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape,
-                                     &vnullIro, &vpro, &vcache, NULL, NULL, validate));
-    report("null pro", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                     &vnullPro, &vcache, NULL, NULL, validate));
+    KPoolCompressArgs c = compress;
+    c.input_row_offsets = vnullIro;
+    report("null iro", kpoolCompress(ks, &c, validated(validate)));
+    c = compress;
+    c.pool_row_offsets = vnullPro;
+    report("null pro", kpoolCompress(ks, &c, validated(validate)));
     KPoolView vnullIro2 = viro2;
     vnullIro2.data = NULL;
-    report("null seed iro",
-           kpoolSeedTail(ks, &vtail, &vk, &vgate, &vnullIro2, &vcache2,
-                         &vslot2, 1, NULL, NULL, validate));
-    report("null seed slots",
-           kpoolSeedTail(ks, &vtail, &vk, &vgate, &viro2, &vcache2,
-                         &vnullSlots, 1, NULL, NULL, validate));
-    report("null close iro",
-           kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate,
-                          &vape, &vnullIro2, &vcache2, &vslot2, 1, NULL, NULL, validate));
-    report("null close slots",
-           kpoolRingClose(ks, &vclosedRow, &vclosed, &vtail, &vk, &vgate,
-                          &vape, &viro2, &vcache2, &vnullSlots, 1, NULL, NULL, validate));
-    report("null offsets iro",
-           kpoolPoolOffsets(ks, &vpro, &vnullIro, &vcache, NULL, NULL, validate));
+    KPoolSeedTailArgs st = seed;
+    st.input_row_offsets = vnullIro2;
+    st.cache_lengths = vcache2;
+    st.slot_idx = vslot2;
+    st.num_requests = 1;
+    report("null seed iro", kpoolSeedTail(ks, &st, validated(validate)));
+    st.input_row_offsets = viro2;
+    st.slot_idx = vnullSlots;
+    report("null seed slots", kpoolSeedTail(ks, &st, validated(validate)));
+    KPoolRingCloseArgs rc = close;
+    rc.input_row_offsets = vnullIro2;
+    report("null close iro", kpoolRingClose(ks, &rc, validated(validate)));
+    rc = close;
+    rc.slot_idx = vnullSlots;
+    report("null close slots", kpoolRingClose(ks, &rc, validated(validate)));
+    KPoolPoolOffsetsArgs po = offsets;
+    po.input_row_offsets = vnullIro;
+    report("null offsets iro", kpoolPoolOffsets(ks, &po, validated(validate)));
   }
   // Sizes whose element count overflows 64 bits: not "no elements".
-  KPoolView vhuge = view2(NULL, (int64_t)1 << 61, D);
+  KPoolCompressArgs huge = compress;
+  huge.k = view2(NULL, (int64_t)1 << 61, D);
   // CHECK: huge k: error: compress: 'k' has shape [2305843009213693952, 8], more elements than a view can address (2^60)
-  report("huge k", kpoolCompress(ks, &vpooled, &vhuge, &vgate, &vape, &viro,
-                                 &vpro, &vcache, NULL, NULL, false));
-  KPoolView vhugeCache = view1(cache, INT64_MAX);
+  report("huge k", kpoolCompress(ks, &huge, validated(0)));
+  huge = compress;
+  huge.cache_lengths = view1(cache, INT64_MAX);
   // CHECK: huge batch: error: compress: 'cache_lengths' has shape [9223372036854775807], more elements than a view can address (2^60)
-  report("huge batch", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                     &vpro, &vhugeCache, NULL, NULL, false));
-  vhugeCache.sizes[0] = (int64_t)1 << 31;
+  report("huge batch", kpoolCompress(ks, &huge, validated(0)));
+  huge.cache_lengths.sizes[0] = (int64_t)1 << 31;
   // CHECK: large batch: error: compress: 'cache_lengths' has 2147483648 entries; a batch has at most 2^31 - 1 requests
-  report("large batch", kpoolCompress(ks, &vpooled, &vk, &vgate, &vape, &viro,
-                                      &vpro, &vhugeCache, NULL, NULL, false));
+  report("large batch", kpoolCompress(ks, &huge, validated(0)));
   // CHECK: null set: type -1 head_dim -1 kpool -1
   printf("null set: type %d head_dim %lld kpool %lld\n",
          (int)kpoolKernelSetGetElementType(NULL),
@@ -286,24 +359,24 @@ int main(void) {
   printf("target: %d (null set: %d)\n", kpoolKernelSetGetTarget(ks),
          kpoolKernelSetGetTarget(NULL));
   KPoolKernelSet *cudaSet = NULL;
+  KPoolKernelConfig cuda = config(KPOOL_TARGET_CUDA);
   // CHECK: cuda: error: CUDA kernels: libkpool_cuda_runtime.so (the CUDA layer, which needs the CUDA driver libcuda.so.1) could not be loaded: {{.*}}.missing/libkpool_cuda_runtime.so: cannot open shared object file: No such file or directory
-  report("cuda", kpoolKernelSetCreateForTarget(KPOOL_TARGET_CUDA, KPOOL_F32, D,
-                                               K, false, 0, &cudaSet));
+  report("cuda", kpoolKernelSetCreate(&cuda, &cudaSet));
   // CHECK: cuda set is null: 1
   printf("cuda set is null: %d\n", cudaSet == NULL);
+  KPoolKernelConfig badTarget = config(5);
   // CHECK: bad target: error: kernel set: target 5 is not one of KPOOL_TARGET_CPU, KPOOL_TARGET_CUDA
-  report("bad target", kpoolKernelSetCreateForTarget((KPoolTarget)5, KPOOL_F32,
-                                                     D, K, false, 0, &cudaSet));
+  report("bad target", kpoolKernelSetCreate(&badTarget, &cudaSet));
   // The kernel ABI, as the Python package reads it.
   // CHECK: abi: 8 kernels
-  // CHECK-NEXT: abi: compress (kpoolCompress): pooled:o2e:?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:?
-  // CHECK-NEXT: abi: seed_tail (kpoolSeedTail): tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
-  // CHECK-NEXT: abi: ring_close (kpoolRingClose): pooled:o2e:?xD closed_pool:o1i:? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
-  // CHECK-NEXT: abi: pool_offsets (kpoolPoolOffsets): pool_row_offsets:o1u:? input_row_offsets:i1u:? cache_lengths:i1u:?
-  // CHECK-NEXT: abi: step (kpoolStep): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
-  // CHECK-NEXT: abi: compress_cache (kpoolCompressCache): pooled:o2e:?xD cache_keys:o3c:?x?xD cache_scales:o2f:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:? block_table:i2u:?x? status:c1w:? stream:c0s:
-  // CHECK-NEXT: abi: ring_close_cache (kpoolRingCloseCache): pooled:o2e:?xD closed_pool:o1i:? cache_keys:o3c:?x?xD cache_scales:o2f:?x? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? status:c1w:? stream:c0s:
-  // CHECK-NEXT: abi: step_cache (kpoolStepCache): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD cache_keys:o3c:?x?xD cache_scales:o2f:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: compress (kpoolCompress): pooled:o2e:?xD k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 pool_row_offsets:i1u:B+1 cache_lengths:i1u:B status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: seed_tail (kpoolSeedTail): tail:o4e:Sx2xRxD k:i2e:TxD gate:i2e:TxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: ring_close (kpoolRingClose): pooled:o2e:BxD closed_pool:o1i:B tail:i4e:Sx2xRxD k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: pool_offsets (kpoolPoolOffsets): pool_row_offsets:o1u:B+1 input_row_offsets:i1u:B+1 cache_lengths:i1u:B status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: step (kpoolStep): closed:o2e:BxD closed_pool:o1i:B pool_row_offsets:o1u:B+1 pooled:o2e:?xD tail:o4e:Sx2xRxD k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: compress_cache (kpoolCompressCache): pooled:o2e:?xD cache_keys:o3c:NxPxD cache_scales:o2S:NxP k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 pool_row_offsets:i1u:B+1 cache_lengths:i1u:B block_table:i2u:BxW status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: ring_close_cache (kpoolRingCloseCache): pooled:o2e:BxD closed_pool:o1i:B cache_keys:o3c:NxPxD cache_scales:o2S:NxP tail:i4e:Sx2xRxD k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: block_table:i2u:BxW status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: step_cache (kpoolStepCache): closed:o2e:BxD closed_pool:o1i:B pool_row_offsets:o1u:B+1 pooled:o2e:?xD tail:o4e:Sx2xRxD cache_keys:o3c:NxPxD cache_scales:o2S:NxP k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: block_table:i2u:BxW status:c1w:? stream:c0s:
   // CHECK-NEXT: abi: kernel 8 is null: 1
   printf("abi: %lld kernels\n", (long long)kpoolKernelAbiGetNumKernels());
   for (int64_t i = 0; i < kpoolKernelAbiGetNumKernels(); ++i) {
@@ -312,17 +385,43 @@ int main(void) {
     for (int64_t j = 0; j < info->numOperands; ++j) {
       const KPoolOperandInfo *o = &info->operands[j];
       printf(" %s:%c%d%c:%s", o->name, "oisc"[o->role], o->rank,
-             "euifscw"[o->kind], o->shape);
+             "euifscwS"[o->kind], o->shape);
     }
     printf("\n");
   }
   printf("abi: kernel %lld is null: %d\n",
          (long long)kpoolKernelAbiGetNumKernels(),
          kpoolKernelAbiGetKernel(kpoolKernelAbiGetNumKernels()) == NULL);
+  // The argument structs' layout, as the Python package reads it.
+  // CHECK: abi: step_cache: 15 fields, struct of 1128 bytes, num_requests at 1040 (int32), block_table at 1048, base step
+  const KPoolKernelInfo *stepCache = kpoolKernelAbiGetKernel(KPoolKernelStepCache);
+  printf("abi: %s: %lld fields, struct of %lld bytes, num_requests at %lld "
+         "(int32), block_table at %lld, base %s\n",
+         stepCache->name, (long long)stepCache->numOperands - 2,
+         (long long)stepCache->argsSize,
+         (long long)stepCache->operands[13].offset,
+         (long long)stepCache->operands[14].offset,
+         kpoolKernelAbiGetKernel(stepCache->base)->name);
+  // CHECK: offsets match offsetof: 1 1
+  printf("offsets match offsetof: %d %d\n",
+         stepCache->operands[13].offset ==
+             (int64_t)offsetof(KPoolStepCacheArgs, num_requests),
+         stepCache->argsSize == (int64_t)sizeof(KPoolStepCacheArgs));
+  // CHECK: enum names: fp8 hadamard pow2 cuda trust cache_scale (null)
+  printf("enum names: %s %s %s %s %s %s %s\n",
+         kpoolEnumName(KPOOL_ENUM_CACHE_ENTRY, KPOOL_CACHE_FP8),
+         kpoolEnumName(KPOOL_ENUM_CACHE_ROTATE, KPOOL_ROTATE_HADAMARD),
+         kpoolEnumName(KPOOL_ENUM_CACHE_SCALE, KPOOL_SCALE_POW2),
+         kpoolEnumName(KPOOL_ENUM_TARGET, KPOOL_TARGET_CUDA),
+         kpoolEnumName(KPOOL_ENUM_VALIDATION, KPOOL_VALIDATION_TRUST),
+         kpoolEnumName(KPOOL_ENUM_OPERAND_KIND, KPOOL_KIND_CACHE_SCALE),
+         kpoolEnumName(KPOOL_ENUM_CACHE_ENTRY, 3) ? "not null" : "(null)");
   KPoolKernelSet *hugeSet = NULL;
-  // CHECK: huge head_dim: error: kpool x head_dim = 4 x 4611686018427387904 is too large
-  report("huge head_dim", kpoolKernelSetCreate(KPOOL_BF16, (int64_t)1 << 62,
-                                               K, false, 16, &hugeSet));
+  KPoolKernelConfig hugeConfig = config(KPOOL_TARGET_CPU);
+  hugeConfig.elementType = KPOOL_BF16;
+  hugeConfig.headDim = (int64_t)1 << 62;
+  // CHECK: huge head_dim: error: kernel set: kpool x head_dim = 4 x 4611686018427387904 is too large
+  report("huge head_dim", kpoolKernelSetCreate(&hugeConfig, &hugeSet));
   // A ring of 2^31 slots (512 GiB): an error, not std::bad_alloc.
   KPoolPoolStore *hugeStore = NULL;
   // CHECK: huge store: error: pool store: could not allocate the ring of 549755813888 bytes

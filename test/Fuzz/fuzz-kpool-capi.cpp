@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kpool-c/Runtime.h"
+#include "kpool/ABI/KernelABI.h"
 
 #include <algorithm>
 #include <array>
@@ -134,13 +135,21 @@ const Config kConfigs[] = {{KPOOL_F32, 4, 3, 16, false},
                            {KPOOL_F32, 5, 2, 4, true}};
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
+KPoolKernelConfig kernelConfig(const Config &c) {
+  KPoolKernelConfig k = kpoolKernelConfigDefault();
+  k.elementType = c.type;
+  k.headDim = c.headDim;
+  k.kpool = c.kpool;
+  k.openmp = c.openmp;
+  k.vectorSize = c.vectorSize;
+  return k;
+}
+
 KPoolKernelSet *kernelSet(int i) {
   static KPoolKernelSet *sets[kNumConfigs] = {};
   if (!sets[i]) {
-    const Config &c = kConfigs[i];
-    KPoolError *e =
-        kpoolKernelSetCreate(c.type, c.headDim, c.kpool, c.openmp,
-                             c.vectorSize, &sets[i]);
+    KPoolKernelConfig k = kernelConfig(kConfigs[i]);
+    KPoolError *e = kpoolKernelSetCreate(&k, &sets[i]);
     if (e)
       fail(std::string("cannot compile a menu kernel set: ") +
            kpoolErrorMessage(e));
@@ -170,9 +179,9 @@ KPoolKernelSet *cacheKernelSet(int i) {
   static KPoolKernelSet *sets[kNumCacheConfigs] = {};
   if (!sets[i]) {
     const CacheConfig &cc = kCacheConfigs[i];
-    KPoolError *e = kpoolKernelSetCreateWithCache(
-        KPOOL_TARGET_CPU, cc.c.type, cc.c.headDim, cc.c.kpool, cc.c.openmp,
-        cc.c.vectorSize, cc.entry, cc.rotate, cc.scale, &sets[i]);
+    KPoolKernelConfig k = kernelConfig(cc.c);
+    k.cache = {cc.entry, cc.rotate, cc.scale};
+    KPoolError *e = kpoolKernelSetCreate(&k, &sets[i]);
     if (e)
       fail(std::string("cannot compile a menu pool-cache kernel set: ") +
            kpoolErrorMessage(e));
@@ -287,6 +296,10 @@ struct Operand {
   Operand &operator=(const Operand &) = delete;
   ~Operand() { free(mem); }
 
+  /// The operand's field in an argument struct: an operand left out (a
+  /// "null view") is an empty, zero-initialized view.
+  KPoolView arg() const { return nullView ? KPoolView{} : view; }
+  /// The view for the pool store's API, which takes pointers.
   const KPoolView *ptr() const { return nullView ? nullptr : &view; }
   uint8_t *span() const { return mem + kCanary; }
   bool hasData() const { return view.data != nullptr; }
@@ -340,6 +353,19 @@ struct Operand {
     }
   }
 };
+
+/// Kernel A's argument struct (KPool<Name>Args) with each of `ops` in the
+/// field of its name (Operand::name is the kernel table's name) and
+/// `num_requests` when the kernel has it.
+template <typename A>
+A argsOf(const std::vector<Operand *> &ops, int32_t numRequests = 0) {
+  constexpr kpool::abi::KernelId id = kpool::abi::KernelOf<A>::value;
+  A args{};
+  for (const Operand *o : ops)
+    kpool::abi::setView(id, &args, o->name, o->arg());
+  kpool::abi::setScalar(id, &args, "num_requests", numRequests);
+  return args;
+}
 
 /// Visits every index tuple of the view.
 template <typename F> void forEachIndex(const KPoolView &v, F f) {
@@ -409,7 +435,8 @@ void build(Operand &op, const OperandSpec &spec, Bytes &in) {
         v.sizes[d] = d == 0 && in.chance(128) ? INT64_MIN : -1;
       }
       break;
-    case 4: // a NULL view
+    case 4: // an operand left out: an empty view (a NULL one in the store's
+            // API)
       op.nullView = true;
       return;
     case 5: // an empty dim 0
@@ -738,6 +765,12 @@ bool finish(const char *op, KPoolError *error, std::vector<Operand *> ops) {
   return false;
 }
 
+/// The options of a call: the status word, validated or not.
+KPoolCallOptions options(uint64_t *word, bool validate) {
+  return {word, nullptr,
+          validate ? KPOOL_VALIDATION_CHECK : KPOOL_VALIDATION_TRUST};
+}
+
 /// The status word's differential: an unvalidated call that ran (shapes
 /// fine) left `word`; `host` is host validation of the same operands
 /// (kpoolCheck<Op>). The kernels find exactly what host validation finds,
@@ -768,6 +801,36 @@ void checkStatusWord(const char *op, uint64_t word, KPoolError *host) {
   else if (!hostOnly)
     CHECK(word != 0, std::string(op) + ": host validation rejects the call (" +
                          msg + ") but the status word is 0");
+}
+
+/// Runs kernel A of `ks` (configuration `config` of the menu) on `all`,
+/// its operands, through the generic kpoolCall: saves them, traces the call,
+/// checks its effects (finish) and, for an unvalidated call that ran, its
+/// status word against host validation of the same operands. Returns
+/// whether the call succeeded.
+template <typename A>
+bool callKernel(KPoolKernelSet *ks, int config, bool validate,
+                const std::vector<Operand *> &all, int32_t numRequests = 0) {
+  constexpr kpool::abi::KernelId id = kpool::abi::KernelOf<A>::value;
+  const char *name = kpool::abi::kernel(id).name;
+  bool scalar = kpool::abi::findOperand(id, "num_requests");
+  for (Operand *o : all)
+    if (!o->nullView)
+      o->save();
+  traceCall(std::string(name) + " config " + std::to_string(config) +
+                " validate " + std::to_string(validate) +
+                (scalar ? " num_requests " + std::to_string(numRequests)
+                        : std::string()),
+            all);
+  uint64_t word = 0;
+  A args = argsOf<A>(all, numRequests);
+  KPoolCallOptions o = options(&word, validate);
+  KPoolKernelId kernel = KPoolKernelId(id);
+  if (!finish(name, kpoolCall(ks, kernel, &args, sizeof args, &o), all))
+    return false;
+  if (!validate)
+    checkStatusWord(name, word, kpoolCheck(ks, kernel, &args, sizeof args));
+  return true;
 }
 
 bool validRows(const std::vector<uint32_t> &iro, int64_t b, int64_t rows) {
@@ -801,21 +864,9 @@ void fuzzPoolOffsets(Call &call, Bytes &in) {
   writeMetadata(iro, m.iro);
   writeMetadata(cache, m.cache);
   writeMetadata(pro, std::vector<uint32_t>(B + 1, 0xdeadbeef));
-  for (Operand *o : {&pro, &iro, &cache})
-    if (!o->nullView)
-      o->save();
-  traceCall("pool_offsets config " + std::to_string(call.config) +
-                " validate " + std::to_string(call.validate),
-            {&pro, &iro, &cache});
-  uint64_t word = 0;
-  KPoolError *e = kpoolPoolOffsets(call.ks, pro.ptr(), iro.ptr(), cache.ptr(),
-                                   &word, nullptr, call.validate);
-  if (!finish("pool_offsets", e, {&pro, &iro, &cache}))
+  if (!callKernel<KPoolPoolOffsetsArgs>(call.ks, call.config, call.validate,
+                                        {&pro, &iro, &cache}))
     return;
-  if (!call.validate)
-    checkStatusWord("pool_offsets", word,
-                    kpoolCheckPoolOffsets(call.ks, pro.ptr(), iro.ptr(),
-                                          cache.ptr()));
   // Success: exact prefix sum, mod 2^32, of max(0, iro[b+1] - iro[b])
   // tokens per request.
   int64_t batch = cache.view.sizes[0];
@@ -833,54 +884,57 @@ void fuzzPoolOffsets(Call &call, Bytes &in) {
   }
 }
 
-void fuzzCompress(Call &call, Bytes &in) {
-  const Config &c = call.c;
-  int64_t es = elementSize(c.type), B = call.batch, T = call.rows;
-  Metadata m0;
+/// compress's operands (compress and compress_cache share them), built
+/// and filled for a batch of `B` requests over `T` rows.
+struct CompressOperands {
+  Operand pooled, k, gate, ape, iro, pro, cache;
+  Metadata m;
+  std::vector<Operand *> all() {
+    return {&pooled, &k, &gate, &ape, &iro, &pro, &cache};
+  }
+};
+
+void buildCompress(const Config &c, Bytes &in, int64_t B, int64_t T,
+                   int64_t slots, CompressOperands &o) {
+  int64_t es = elementSize(c.type);
+  build(o.k, {"k", Input, es, {T, c.headDim}, true, true}, in);
+  build(o.gate, {"gate", Input, es, {T, c.headDim}, true, true}, in);
+  bool rowsBounded = o.k.lying || o.gate.lying;
+  if (rowsBounded) // metadata within the rows that exist
+    T = std::min(o.k.lying ? o.k.realSize0 : T,
+                 o.gate.lying ? o.gate.realSize0 : T);
+  o.m = makeMetadata(in, B, T, c.kpool, slots, rowsBounded, false);
   // The output's capacity: usually what the metadata needs, sometimes less
   // or more.
-  Operand pooled, k, gate, ape, iro, pro, cache;
-  build(k, {"k", Input, es, {T, c.headDim}, true, true}, in);
-  build(gate, {"gate", Input, es, {T, c.headDim}, true, true}, in);
-  bool rowsBounded = k.lying || gate.lying;
-  if (rowsBounded) // metadata within the rows that exist
-    T = std::min(k.lying ? k.realSize0 : T, gate.lying ? gate.realSize0 : T);
-  Metadata m = makeMetadata(in, B, T, c.kpool, call.slots, rowsBounded, false);
-  int64_t P = std::max<int64_t>(0, int64_t(m.pro[B]) + in.range(-2, 2));
+  int64_t P = std::max<int64_t>(0, int64_t(o.m.pro[B]) + in.range(-2, 2));
   if (P > 64)
     P = in.range(0, 64);
-  build(pooled, {"pooled", Output, es, {P, c.headDim}}, in);
-  build(ape, {"ape", Input, 4, {c.kpool, c.headDim}}, in);
+  build(o.pooled, {"pooled", Output, es, {P, c.headDim}}, in);
+  build(o.ape, {"ape", Input, 4, {c.kpool, c.headDim}}, in);
   // Finding 1: NULL data in these two is not caught yet.
-  build(iro, {"input_row_offsets", Input, 4, {B + 1}, false}, in);
-  build(pro, {"pool_row_offsets", Input, 4, {B + 1}, false}, in);
-  build(cache, {"cache_lengths", Input, 4, {B}}, in);
-  fillFloats(k, c.type, in);
-  fillFloats(gate, c.type, in);
-  fillFloats(ape, KPOOL_F32, in);
-  fillFloats(pooled, c.type, in);
-  writeMetadata(iro, m.iro);
-  writeMetadata(pro, m.pro);
-  writeMetadata(cache, m.cache);
-  std::vector<Operand *> all = {&pooled, &k, &gate, &ape, &iro, &pro, &cache};
-  for (Operand *o : all)
-    if (!o->nullView)
-      o->save();
-  traceCall("compress config " + std::to_string(call.config) + " validate " +
-                std::to_string(call.validate),
-            all);
-  uint64_t word = 0;
-  KPoolError *e =
-      kpoolCompress(call.ks, pooled.ptr(), k.ptr(), gate.ptr(), ape.ptr(),
-                    iro.ptr(), pro.ptr(), cache.ptr(), &word, nullptr,
-                    call.validate);
-  if (!finish("compress", e, all))
+  build(o.iro, {"input_row_offsets", Input, 4, {B + 1}, false}, in);
+  build(o.pro, {"pool_row_offsets", Input, 4, {B + 1}, false}, in);
+  build(o.cache, {"cache_lengths", Input, 4, {B}}, in);
+  fillFloats(o.k, c.type, in);
+  fillFloats(o.gate, c.type, in);
+  fillFloats(o.ape, KPOOL_F32, in);
+  fillFloats(o.pooled, c.type, in);
+  writeMetadata(o.iro, o.m.iro);
+  writeMetadata(o.pro, o.m.pro);
+  writeMetadata(o.cache, o.m.cache);
+}
+
+void fuzzCompress(Call &call, Bytes &in) {
+  const Config &c = call.c;
+  int64_t es = elementSize(c.type);
+  CompressOperands ops;
+  buildCompress(c, in, call.batch, call.rows, call.slots, ops);
+  Operand &pooled = ops.pooled, &k = ops.k, &gate = ops.gate, &ape = ops.ape,
+          &iro = ops.iro, &pro = ops.pro, &cache = ops.cache;
+  std::vector<Operand *> all = ops.all();
+  if (!callKernel<KPoolCompressArgs>(call.ks, call.config, call.validate,
+                                     all))
     return;
-  if (!call.validate)
-    checkStatusWord("compress", word,
-                    kpoolCheckCompress(call.ks, pooled.ptr(), k.ptr(),
-                                       gate.ptr(), ape.ptr(), iro.ptr(),
-                                       pro.ptr(), cache.ptr()));
   // Success: the claimed rows are written (finite), the others untouched.
   int64_t batch = cache.view.sizes[0], rowsK = k.view.sizes[0];
   int64_t Prows = pooled.view.sizes[0];
@@ -959,35 +1013,16 @@ void fuzzCompressCache(int which, Bytes &in) {
   KPoolKernelSet *ks = cacheKernelSet(which);
   bool validate = in.chance(170);
   int64_t es = elementSize(c.type), B = in.range(0, 4), T = in.range(0, 24);
-  Operand pooled, k, gate, ape, iro, pro, cache, keys, scales, table;
-  build(k, {"k", Input, es, {T, c.headDim}, true, true}, in);
-  build(gate, {"gate", Input, es, {T, c.headDim}, true, true}, in);
-  bool rowsBounded = k.lying || gate.lying;
-  if (rowsBounded)
-    T = std::min(k.lying ? k.realSize0 : T, gate.lying ? gate.realSize0 : T);
-  Metadata m = makeMetadata(in, B, T, c.kpool, 3, rowsBounded, false);
-  int64_t P = std::max<int64_t>(0, int64_t(m.pro[B]) + in.range(-2, 2));
-  if (P > 64)
-    P = in.range(0, 64);
+  CompressOperands ops;
+  buildCompress(c, in, B, T, 3, ops);
+  Operand keys, scales, table;
   int64_t N = in.range(0, 5), pageSize = in.range(in.chance(16) ? 0 : 1, 4);
   int64_t W = in.range(0, 3);
   bool fp8 = cc.entry == KPOOL_CACHE_FP8;
-  build(pooled, {"pooled", Output, es, {P, c.headDim}}, in);
-  build(ape, {"ape", Input, 4, {c.kpool, c.headDim}}, in);
-  build(iro, {"input_row_offsets", Input, 4, {B + 1}, false}, in);
-  build(pro, {"pool_row_offsets", Input, 4, {B + 1}, false}, in);
-  build(cache, {"cache_lengths", Input, 4, {B}}, in);
   build(keys, {"cache_keys", Output, fp8 ? 1 : es, {N, pageSize, c.headDim}},
         in);
   build(scales, {"cache_scales", Output, 4, {N, pageSize}}, in);
   build(table, {"block_table", Input, 4, {B, W}, false}, in);
-  fillFloats(k, c.type, in);
-  fillFloats(gate, c.type, in);
-  fillFloats(ape, KPOOL_F32, in);
-  fillFloats(pooled, c.type, in);
-  writeMetadata(iro, m.iro);
-  writeMetadata(pro, m.pro);
-  writeMetadata(cache, m.cache);
   if (table.hasData() && table.view.rank == 2) {
     std::vector<uint32_t> pick = {0, 1, 2, 3, 4, uint32_t(N), 0xffffffffu,
                                   0x7fffffffu, 0x80000000u};
@@ -998,25 +1033,9 @@ void fuzzCompressCache(int which, Bytes &in) {
              &v, 4);
     });
   }
-  std::vector<Operand *> all = {&pooled, &keys, &scales, &k,     &gate,
-                                &ape,    &iro,  &pro,    &cache, &table};
-  for (Operand *o : all)
-    if (!o->nullView)
-      o->save();
-  traceCall("compress_cache config " + std::to_string(which) + " validate " +
-                std::to_string(validate),
-            all);
-  uint64_t word = 0;
-  KPoolError *e = kpoolCompressCache(
-      ks, pooled.ptr(), keys.ptr(), scales.ptr(), k.ptr(), gate.ptr(),
-      ape.ptr(), iro.ptr(), pro.ptr(), cache.ptr(), table.ptr(), &word,
-      nullptr, validate);
-  if (finish("compress_cache", e, all) && !validate)
-    checkStatusWord("compress_cache", word,
-                    kpoolCheckCompressCache(
-                        ks, pooled.ptr(), keys.ptr(), scales.ptr(), k.ptr(),
-                        gate.ptr(), ape.ptr(), iro.ptr(), pro.ptr(),
-                        cache.ptr(), table.ptr()));
+  std::vector<Operand *> all = ops.all();
+  all.insert(all.end(), {&keys, &scales, &table});
+  callKernel<KPoolCompressCacheArgs>(ks, which, validate, all);
 }
 
 /// seed_tail and ring_close share their operands.
@@ -1068,25 +1087,9 @@ void fuzzSeedTail(Call &call, Bytes &in) {
   buildRing(call, in, r, Output);
   std::vector<Operand *> all = {&r.tail, &r.k, &r.gate, &r.iro, &r.cache,
                                 &r.slots};
-  for (Operand *o : all)
-    if (!o->nullView)
-      o->save();
-  traceCall("seed_tail config " + std::to_string(call.config) + " validate " +
-                std::to_string(call.validate) + " num_requests " +
-                std::to_string(r.nr),
-            all);
-  uint64_t word = 0;
-  KPoolError *e =
-      kpoolSeedTail(call.ks, r.tail.ptr(), r.k.ptr(), r.gate.ptr(), r.iro.ptr(),
-                    r.cache.ptr(), r.slots.ptr(), r.nr, &word, nullptr,
-                    call.validate);
-  if (!finish("seed_tail", e, all))
+  if (!callKernel<KPoolSeedTailArgs>(call.ks, call.config, call.validate, all,
+                                     r.nr))
     return;
-  if (!call.validate)
-    checkStatusWord("seed_tail", word,
-                    kpoolCheckSeedTail(call.ks, r.tail.ptr(), r.k.ptr(),
-                                       r.gate.ptr(), r.iro.ptr(),
-                                       r.cache.ptr(), r.slots.ptr(), r.nr));
   // Success: exactly the rows the spec stores change, to a copy of one
   // request's k/gate row.
   int64_t es = elementSize(c.type), D = c.headDim;
@@ -1170,26 +1173,9 @@ void fuzzRingClose(Call &call, Bytes &in) {
   writeMetadata(closed, std::vector<uint32_t>(call.batch + 1, 0x7eadbeef));
   std::vector<Operand *> all = {&pooled, &closed, &r.tail, &r.k, &r.gate,
                                 &ape,    &r.iro,  &r.cache, &r.slots};
-  for (Operand *o : all)
-    if (!o->nullView)
-      o->save();
-  traceCall("ring_close config " + std::to_string(call.config) + " validate " +
-                std::to_string(call.validate) + " num_requests " +
-                std::to_string(r.nr),
-            all);
-  uint64_t word = 0;
-  KPoolError *e = kpoolRingClose(
-      call.ks, pooled.ptr(), closed.ptr(), r.tail.ptr(), r.k.ptr(),
-      r.gate.ptr(), ape.ptr(), r.iro.ptr(), r.cache.ptr(), r.slots.ptr(), r.nr,
-      &word, nullptr, call.validate);
-  if (!finish("ring_close", e, all))
+  if (!callKernel<KPoolRingCloseArgs>(call.ks, call.config, call.validate, all,
+                                      r.nr))
     return;
-  if (!call.validate)
-    checkStatusWord("ring_close", word,
-                    kpoolCheckRingClose(call.ks, pooled.ptr(), closed.ptr(),
-                                        r.tail.ptr(), r.k.ptr(), r.gate.ptr(),
-                                        ape.ptr(), r.iro.ptr(), r.cache.ptr(),
-                                        r.slots.ptr(), r.nr));
   // Success: closed_pool exactly; zero rows where nothing closes, finite
   // rows where a pool closes.
   int64_t batch = r.cache.view.sizes[0], rowsK = r.k.view.sizes[0];
@@ -1271,9 +1257,9 @@ void fuzzKernelSetCreate(Bytes &in) {
   if (!bad)
     return;
   KPoolKernelSet *ks = reinterpret_cast<KPoolKernelSet *>(0x1);
-  KPoolError *e = kpoolKernelSetCreate(static_cast<KPoolElementType>(type),
-                                       headDim, kpool, false, vector,
-                                       nullResult ? nullptr : &ks);
+  KPoolKernelConfig config = kernelConfig(
+      {static_cast<KPoolElementType>(type), headDim, kpool, vector, false});
+  KPoolError *e = kpoolKernelSetCreate(&config, nullResult ? nullptr : &ks);
   CHECK(e, "kernel set create with bad arguments succeeded");
   CHECK(*kpoolErrorMessage(e), "kernel set: an error without a message");
   if (!nullResult)

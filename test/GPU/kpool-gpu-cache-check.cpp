@@ -33,6 +33,7 @@
 #include "kpool_gpu_f32_d128_k4_fp8_none_absmax.h"
 
 #include "GPU/GpuSupport.h"
+#include "Support/ArgsByName.h"
 #include "Reference/PoolCache.h"
 
 #include <algorithm>
@@ -106,7 +107,7 @@ void die(const Status &s) {
 
 /// The expected cache after one call: every pool the call produced, from
 /// the device's dense rows, placed by the reference.
-void expectEntries(ElementType type, const reference::CacheFormat &f,
+void expectEntries(ElementType type, const CacheFormat &f,
                    View hostKeys,
                    View hostScales, View table,
                    const std::vector<uint8_t> &closed,
@@ -137,7 +138,7 @@ void expectEntries(ElementType type, const reference::CacheFormat &f,
   }
 }
 
-int run(const KernelSet &kernels, const reference::CacheFormat &format,
+int run(const KernelSet &kernels, const CacheFormat &format,
         const char *name, unsigned seed, int64_t window) {
   std::mt19937 rng(seed);
   ElementType type = kernels.config().elementType;
@@ -162,7 +163,7 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
   for (int64_t i = 0; i < B * width; ++i)
     table[i] = order[i];
 
-  CacheBuffer cache(format.entry == reference::CacheEntry::FP8, es);
+  CacheBuffer cache(format.entry == CacheEntry::FP8, es);
   cache.bytes.fill(0xA5);
   cache.bytes.upload();
   std::vector<uint8_t> expected = cache.bytes.image;
@@ -222,13 +223,22 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
     View kv = k.deviceView(), gv = g.deviceView();
     kv.sizes[0] = gv.sizes[0] = T;
     View base = cache.bytes.deviceView();
-    die(kernels.stepCache(closed.deviceView(), ids.deviceView(),
-                          pro.deviceView(), pooled.deviceView(),
-                          tail.deviceView(), cache.keys(base),
-                          cache.scales(base), kv, gv, ape.deviceView(),
-                          tIro.deviceView(), tCache.deviceView(),
-                          tSlots.deviceView(), int32_t(B),
-                          tTable.deviceView()));
+    die(kernels.stepCache(test::argsByName<StepCacheArgs>(
+        {{"closed", closed.deviceView()},
+         {"closed_pool", ids.deviceView()},
+         {"pool_row_offsets", pro.deviceView()},
+         {"pooled", pooled.deviceView()},
+         {"tail", tail.deviceView()},
+         {"cache_keys", cache.keys(base)},
+         {"cache_scales", cache.scales(base)},
+         {"k", kv},
+         {"gate", gv},
+         {"ape", ape.deviceView()},
+         {"input_row_offsets", tIro.deviceView()},
+         {"cache_lengths", tCache.deviceView()},
+         {"slot_idx", tSlots.deviceView()},
+         {"block_table", tTable.deviceView()}},
+        int32_t(B))));
     std::vector<uint8_t> closedImg = closed.download();
     std::vector<uint8_t> closedRows = closed.dense(&closedImg);
     std::vector<uint8_t> idBytes = ids.download();
@@ -347,13 +357,23 @@ int run(const KernelSet &kernels, const reference::CacheFormat &format,
                       &pro, &pooled})
       t->upload();
     View base = cache.bytes.deviceView();
-    die(kernels.stepCache(closed.deviceView(), ids.deviceView(),
-                          pro.deviceView(), pooled.deviceView(),
-                          tail.deviceView(), cache.keys(base),
-                          cache.scales(base), k.deviceView(), k.deviceView(),
-                          ape.deviceView(), tIro.deviceView(),
-                          tCache.deviceView(), tSlots.deviceView(), 4,
-                          tTable.deviceView(), Stream(), Validation::Trust));
+    die(kernels.stepCache(test::argsByName<StepCacheArgs>(
+                              {{"closed", closed.deviceView()},
+                               {"closed_pool", ids.deviceView()},
+                               {"pool_row_offsets", pro.deviceView()},
+                               {"pooled", pooled.deviceView()},
+                               {"tail", tail.deviceView()},
+                               {"cache_keys", cache.keys(base)},
+                               {"cache_scales", cache.scales(base)},
+                               {"k", k.deviceView()},
+                               {"gate", k.deviceView()},
+                               {"ape", ape.deviceView()},
+                               {"input_row_offsets", tIro.deviceView()},
+                               {"cache_lengths", tCache.deviceView()},
+                               {"slot_idx", tSlots.deviceView()},
+                               {"block_table", tTable.deviceView()}},
+                              4),
+                          Validation::Trust));
     std::vector<uint8_t> pooledImg = pooled.download();
     std::vector<uint8_t> proBytes = pro.download();
     std::vector<uint8_t> closedImg = closed.download();
@@ -386,9 +406,6 @@ int main(int argc, char **argv) {
     }
   }
   std::printf("kpool-gpu-cache-check: %s\n", deviceDescription().c_str());
-  using reference::CacheEntry;
-  using reference::Rotate;
-  using reference::Scale;
 #define KPOOL_GPU_KERNELS(name)                                                \
   KernelSet name(kpool_##name##_cuda_config(), kpool_##name##_cuda_backend())
   KPOOL_GPU_KERNELS(bf16_d128_k4_fp8_hadamard_absmax);
@@ -402,40 +419,40 @@ int main(int argc, char **argv) {
   // speculative decoder's window).
   struct Format {
     const KernelSet &kernels;
-    reference::CacheFormat format;
+    CacheFormat format;
     const char *name;
     unsigned seed;
     int64_t window;
   } formats[] = {
       {bf16_d128_k4_fp8_hadamard_absmax,
-       {CacheEntry::FP8, Rotate::Hadamard, Scale::Absmax},
+       {CacheEntry::FP8, CacheRotate::Hadamard, CacheScale::Absmax},
        "fp8 hadamard absmax",
        3,
        K},
       {bf16_d128_k4_fp8_hadamard_pow2,
-       {CacheEntry::FP8, Rotate::Hadamard, Scale::Pow2},
+       {CacheEntry::FP8, CacheRotate::Hadamard, CacheScale::Pow2},
        "fp8 hadamard pow2",
        5,
        K + 3},
       // f32 rows: 32 lanes a row group on the GPU; no rotation.
       {f32_d128_k4_fp8_none_absmax,
-       {CacheEntry::FP8, Rotate::None, Scale::Absmax},
+       {CacheEntry::FP8, CacheRotate::None, CacheScale::Absmax},
        "f32 fp8 absmax",
        7,
        K + 1},
       {f16_d128_k4_fp8_none_pow2,
-       {CacheEntry::FP8, Rotate::None, Scale::Pow2},
+       {CacheEntry::FP8, CacheRotate::None, CacheScale::Pow2},
        "f16 fp8 pow2",
        11,
        K},
       // Entries of the element type: no scales.
       {bf16_d128_k4_element_hadamard,
-       {CacheEntry::Element, Rotate::Hadamard, Scale::Absmax},
+       {CacheEntry::Element, CacheRotate::Hadamard, CacheScale::Absmax},
        "bf16 element hadamard",
        9,
        K + 2},
       {f32_d128_k4_element_none,
-       {CacheEntry::Element, Rotate::None, Scale::Absmax},
+       {CacheEntry::Element, CacheRotate::None, CacheScale::Absmax},
        "f32 element",
        13,
        K},

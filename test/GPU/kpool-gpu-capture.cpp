@@ -27,6 +27,7 @@
 #include "kpool_gpu_bf16_d64_k3.h"
 
 #include "GPU/GpuSupport.h"
+#include "Support/ArgsByName.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -113,19 +114,27 @@ struct Engine {
         std::exit(1);
       }
     };
-    must(kernels.ringClose(closedRows.deviceView(), closed.deviceView(),
-                           ring.deviceView(), k.deviceView(), g.deviceView(),
-                           ape.deviceView(), iro.deviceView(),
-                           cache.deviceView(), slots.deviceView(), int32_t(B),
-                           on));
-    must(kernels.poolOffsets(pro.deviceView(), iro.deviceView(),
-                             cache.deviceView(), on));
-    must(kernels.compress(pooled.deviceView(), k.deviceView(), g.deviceView(),
-                          ape.deviceView(), iro.deviceView(), pro.deviceView(),
-                          cache.deviceView(), on));
-    must(kernels.seedTail(ring.deviceView(), k.deviceView(), g.deviceView(),
-                          iro.deviceView(), cache.deviceView(),
-                          slots.deviceView(), int32_t(B), on));
+    // The call's operands by their table names; ring_close's `pooled` is
+    // `closedRows`.
+    std::initializer_list<test::Named> operands = {
+        {"tail", ring.deviceView()},
+        {"k", k.deviceView()},
+        {"gate", g.deviceView()},
+        {"ape", ape.deviceView()},
+        {"input_row_offsets", iro.deviceView()},
+        {"pool_row_offsets", pro.deviceView()},
+        {"cache_lengths", cache.deviceView()},
+        {"slot_idx", slots.deviceView()},
+        {"closed_pool", closed.deviceView()},
+        {"pooled", pooled.deviceView()}};
+    int32_t n = int32_t(B);
+    must(kernels.ringClose(
+        test::with(test::argsByName<RingCloseArgs>(operands, n),
+                   {{"pooled", closedRows.deviceView()}}),
+        on));
+    must(kernels.poolOffsets(test::argsByName<PoolOffsetsArgs>(operands), on));
+    must(kernels.compress(test::argsByName<CompressArgs>(operands), on));
+    must(kernels.seedTail(test::argsByName<SeedTailArgs>(operands, n), on));
   }
 
   /// Every output of the step, downloaded after the stream's work.

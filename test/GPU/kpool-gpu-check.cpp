@@ -68,6 +68,7 @@
 #include "kpool_gpu_f32_d128_k4.h"
 
 #include "GPU/GpuSupport.h"
+#include "Support/ArgsByName.h"
 #include "Reference/VerifySchedule.h"
 
 #include <algorithm>
@@ -78,6 +79,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace kpool;
@@ -222,6 +224,42 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
       out.status = s;
   };
   if (kernels) {
+    // Each op's arguments from the call's operands by their table names, on
+    // the host copies (to check) or on the device; ring_close's `pooled` is
+    // `closedRows`, and compress takes `compressPro` as its
+    // pool_row_offsets.
+    auto args = [&](auto proto, bool host, Tensor &compressPro) {
+      using A = decltype(proto);
+      auto v = [&](Tensor &t) { return host ? t.hostView() : t.deviceView(); };
+      A a = test::argsByName<A>({{"closed_pool", v(closed)},
+                                 {"pool_row_offsets", v(proOut)},
+                                 {"pooled", v(pooled)},
+                                 {"tail", v(ring)},
+                                 {"k", v(k)},
+                                 {"gate", v(g)},
+                                 {"ape", v(ape)},
+                                 {"input_row_offsets", v(iro)},
+                                 {"cache_lengths", v(cache)},
+                                 {"slot_idx", v(slots)}},
+                                d.numRequests);
+      if (std::is_same_v<A, RingCloseArgs>)
+        a = test::with(a, {{"pooled", v(closedRows)}});
+      if (std::is_same_v<A, CompressArgs>)
+        a = test::with(a, {{"pool_row_offsets", v(compressPro)}});
+      return a;
+    };
+    auto ringCloseArgs = [&](bool host) {
+      return args(RingCloseArgs{}, host, pro);
+    };
+    auto poolOffsetsArgs = [&](bool host) {
+      return args(PoolOffsetsArgs{}, host, pro);
+    };
+    auto compressArgs = [&](bool host, Tensor &compressPro) {
+      return args(CompressArgs{}, host, compressPro);
+    };
+    auto seedTailArgs = [&](bool host) {
+      return args(SeedTailArgs{}, host, pro);
+    };
     // Check: validate the host copies before anything goes up, as a GPU
     // engine does (a GPU call reads no metadata back); compress's
     // pool_row_offsets, when pool_offsets computes them, are checked as
@@ -233,23 +271,13 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
                              iro.hostView(), cache.hostView());
       proHost.fill(0, bytesOf(proIn ? *proIn : expected));
       if (ops & RingClose)
-        step(kernels->checkRingClose(
-            closedRows.hostView(), closed.hostView(), ring.hostView(),
-            k.hostView(), g.hostView(), ape.hostView(), iro.hostView(),
-            cache.hostView(), slots.hostView(), d.numRequests));
+        step(kernels->check(ringCloseArgs(true)));
       if (ops & PoolOffsets)
-        step(kernels->checkPoolOffsets(proOut.hostView(), iro.hostView(),
-                                       cache.hostView()));
+        step(kernels->check(poolOffsetsArgs(true)));
       if (ops & Compress)
-        step(kernels->checkCompress(pooled.hostView(), k.hostView(),
-                                    g.hostView(), ape.hostView(),
-                                    iro.hostView(), proHost.hostView(),
-                                    cache.hostView()));
+        step(kernels->check(compressArgs(true, proHost)));
       if (ops & SeedTail)
-        step(kernels->checkSeedTail(ring.hostView(), k.hostView(),
-                                    g.hostView(), iro.hostView(),
-                                    cache.hostView(), slots.hostView(),
-                                    d.numRequests));
+        step(kernels->check(seedTailArgs(true)));
       validation = Validation::Auto;
       if (!out.status.ok()) {
         out.untouched = true;
@@ -267,24 +295,13 @@ Outputs run(const KernelConfig &config, const KernelSet *kernels,
     for (Tensor *t : outputs)
       t->upload(stream.get());
     if (ops & RingClose)
-      step(kernels->ringClose(
-          closedRows.deviceView(), closed.deviceView(), ring.deviceView(),
-          k.deviceView(), g.deviceView(), ape.deviceView(), iro.deviceView(),
-          cache.deviceView(), slots.deviceView(), d.numRequests, on,
-          validation));
+      step(kernels->ringClose(ringCloseArgs(false), on, validation));
     if (ops & PoolOffsets)
-      step(kernels->poolOffsets(proOut.deviceView(), iro.deviceView(),
-                                cache.deviceView(), on, validation));
+      step(kernels->poolOffsets(poolOffsetsArgs(false), on, validation));
     if (ops & Compress)
-      step(kernels->compress(pooled.deviceView(), k.deviceView(),
-                             g.deviceView(), ape.deviceView(), iro.deviceView(),
-                             pro.deviceView(), cache.deviceView(), on,
-                             validation));
+      step(kernels->compress(compressArgs(false, pro), on, validation));
     if (ops & SeedTail)
-      step(kernels->seedTail(ring.deviceView(), k.deviceView(), g.deviceView(),
-                             iro.deviceView(), cache.deviceView(),
-                             slots.deviceView(), d.numRequests, on,
-                             validation));
+      step(kernels->seedTail(seedTailArgs(false), on, validation));
     for (Tensor *t : inputs)
       t->image = t->download(stream.get());
     for (Tensor *t : outputs)
@@ -830,14 +847,16 @@ void caseValidation(const KernelSet &kernels) {
     cache.fill(0, bytesOf(good.cache));
     for (Tensor *t : {&iro, &cache, &pro})
       t->upload();
-    Status s = kernels.poolOffsets(pro.deviceView(), iro.deviceView(),
-                                   cache.deviceView(), Stream(),
-                                   Validation::Check);
+    PoolOffsetsArgs a{};
+    a.pool_row_offsets = pro.deviceView();
+    a.input_row_offsets = iro.deviceView();
+    a.cache_lengths = cache.deviceView();
+    Status s = kernels.poolOffsets(a, Validation::Check);
     Case result(describe(config) +
                 ": (e) Check on device-resident metadata is an error");
     result.check(!s.ok() &&
                      s.message().find("device memory") != std::string::npos &&
-                     s.message().find("checkPoolOffsets") != std::string::npos,
+                     s.message().find("KernelSet::check") != std::string::npos,
                  "the error says the metadata is device memory");
     result.note(s.ok() ? "no error" : "\"" + s.message() + "\"");
   }

@@ -49,6 +49,7 @@
 
 #include "GPU/GpuSupport.h"
 #include "Reference/PoolCache.h"
+#include "Support/ArgsByName.h"
 
 #include <algorithm>
 #include <cmath>
@@ -192,6 +193,19 @@ struct Inputs {
   Member member(int64_t row) const {
     return {k.image.data() + row * D * es, gate.image.data() + row * D * es};
   }
+  /// Kernel A's arguments: these inputs on the device, by their table
+  /// names, and `outputs` (the call's own operands by name).
+  template <typename A>
+  A args(std::initializer_list<test::Named> outputs) const {
+    A a = test::argsByName<A>({{"k", k.deviceView()},
+                               {"gate", gate.deviceView()},
+                               {"ape", ape.deviceView()},
+                               {"input_row_offsets", iro.deviceView()},
+                               {"cache_lengths", cache.deviceView()},
+                               {"slot_idx", slot.deviceView()}},
+                              int32_t(B));
+    return test::with(a, outputs);
+  }
   /// The call's context: `stream` and the device status word.
   Stream context(void *stream = nullptr) const {
     return Stream(stream, static_cast<uint64_t *>(status.deviceView().data));
@@ -256,14 +270,14 @@ void testCompress(const KernelSet &kernels) {
   Tensor pro(4, {in.B + 1}), pooled(in.es, {P, D});
   pro.upload();
   pooled.upload();
-  die(kernels.poolOffsets(pro.deviceView(), in.iro.deviceView(),
-                          in.cache.deviceView(), in.context(),
-                          Validation::Trust),
+  die(kernels.poolOffsets(
+          in.args<PoolOffsetsArgs>({{"pool_row_offsets", pro.deviceView()}}),
+          in.context(), Validation::Trust),
       "pool_offsets");
-  die(kernels.compress(pooled.deviceView(), in.k.deviceView(),
-                       in.gate.deviceView(), in.ape.deviceView(),
-                       in.iro.deviceView(), pro.deviceView(),
-                       in.cache.deviceView(), in.context(), Validation::Trust),
+  die(kernels.compress(
+          in.args<CompressArgs>({{"pooled", pooled.deviceView()},
+                                 {"pool_row_offsets", pro.deviceView()}}),
+          in.context(), Validation::Trust),
       "compress");
   fetch(pro);
   fetch(pooled);
@@ -302,9 +316,12 @@ void testStridedAndConcurrent(const KernelSet &kernels) {
   pooled.upload();
   auto compress = [&](const View &out, const View &k, const View &g,
                       void *stream) {
-    die(kernels.compress(out, k, g, in.ape.deviceView(), in.iro.deviceView(),
-                         pro.deviceView(), in.cache.deviceView(),
-                         in.context(stream), Validation::Trust),
+    die(kernels.compress(
+            in.args<CompressArgs>({{"pooled", out},
+                                   {"k", k},
+                                   {"gate", g},
+                                   {"pool_row_offsets", pro.deviceView()}}),
+            in.context(stream), Validation::Trust),
         "compress");
   };
   compress(pooled.deviceView(), in.k.deviceView(), in.gate.deviceView(),
@@ -398,9 +415,8 @@ void stepCall(const KernelSet &plain, const KernelSet &cached,
               std::mt19937 &rng, const std::vector<float> &ape,
               bool withCache) {
   const reference::Geometry g{KPOOL_BF16, D, K};
-  const reference::CacheFormat f{reference::CacheEntry::FP8,
-                                 reference::Rotate::Hadamard,
-                                 reference::Scale::Absmax};
+  const CacheFormat f{CacheEntry::FP8, CacheRotate::Hadamard,
+                      CacheScale::Absmax};
   Inputs in(KPOOL_BF16, b, rng, &ape);
   std::vector<uint32_t> want = expectedOffsets(in);
   int64_t P = want.back();
@@ -411,23 +427,21 @@ void stepCall(const KernelSet &plain, const KernelSet &cached,
   const std::vector<uint8_t> tailBefore = cs.tail.image,
                              keysBefore = cs.keys.image,
                              scalesBefore = cs.scales.image;
-  if (withCache)
-    die(cached.stepCache(
-            closed.deviceView(), closedPool.deviceView(), pro.deviceView(),
-            pooled.deviceView(), cs.tail.deviceView(), cs.keys.deviceView(),
-            cs.scales.deviceView(), in.k.deviceView(), in.gate.deviceView(),
-            in.ape.deviceView(), in.iro.deviceView(), in.cache.deviceView(),
-            in.slot.deviceView(), int32_t(in.B), cs.table.deviceView(),
-            in.context(), Validation::Trust),
-        "step_cache");
-  else
-    die(plain.step(closed.deviceView(), closedPool.deviceView(),
-                   pro.deviceView(), pooled.deviceView(), cs.tail.deviceView(),
-                   in.k.deviceView(), in.gate.deviceView(), in.ape.deviceView(),
-                   in.iro.deviceView(), in.cache.deviceView(),
-                   in.slot.deviceView(), int32_t(in.B), in.context(),
-                   Validation::Trust),
-        "step");
+  const StepArgs step =
+      in.args<StepArgs>({{"closed", closed.deviceView()},
+                         {"closed_pool", closedPool.deviceView()},
+                         {"pool_row_offsets", pro.deviceView()},
+                         {"pooled", pooled.deviceView()},
+                         {"tail", cs.tail.deviceView()}});
+  if (withCache) {
+    StepCacheArgs a = abi::withCache<StepCacheArgs>(step);
+    a.cache_keys = cs.keys.deviceView();
+    a.cache_scales = cs.scales.deviceView();
+    a.block_table = cs.table.deviceView();
+    die(cached.stepCache(a, in.context(), Validation::Trust), "step_cache");
+  } else {
+    die(plain.step(step, in.context(), Validation::Trust), "step");
+  }
   for (Tensor *t :
        {&closed, &closedPool, &pro, &pooled, &cs.tail, &cs.keys, &cs.scales})
     fetch(*t);
@@ -505,24 +519,24 @@ void stepCall(const KernelSet &plain, const KernelSet &cached,
     for (Tensor *t : {&tail2, &closed2, &closedPool2, &pro2, &pooled2})
       t->upload();
     Stream on = in.context();
+    // ring_close's `pooled` is the step's `closed`.
     die(plain.ringClose(
-            closed2.deviceView(), closedPool2.deviceView(), tail2.deviceView(),
-            in.k.deviceView(), in.gate.deviceView(), in.ape.deviceView(),
-            in.iro.deviceView(), in.cache.deviceView(), in.slot.deviceView(),
-            int32_t(in.B), on, Validation::Trust),
+            in.args<RingCloseArgs>({{"pooled", closed2.deviceView()},
+                                    {"closed_pool", closedPool2.deviceView()},
+                                    {"tail", tail2.deviceView()}}),
+            on, Validation::Trust),
         "ring_close");
-    die(plain.poolOffsets(pro2.deviceView(), in.iro.deviceView(),
-                          in.cache.deviceView(), on, Validation::Trust),
+    die(plain.poolOffsets(
+            in.args<PoolOffsetsArgs>({{"pool_row_offsets", pro2.deviceView()}}),
+            on, Validation::Trust),
         "pool_offsets");
-    die(plain.compress(pooled2.deviceView(), in.k.deviceView(),
-                       in.gate.deviceView(), in.ape.deviceView(),
-                       in.iro.deviceView(), pro2.deviceView(),
-                       in.cache.deviceView(), on, Validation::Trust),
+    die(plain.compress(
+            in.args<CompressArgs>({{"pooled", pooled2.deviceView()},
+                                   {"pool_row_offsets", pro2.deviceView()}}),
+            on, Validation::Trust),
         "compress");
-    die(plain.seedTail(tail2.deviceView(), in.k.deviceView(),
-                       in.gate.deviceView(), in.iro.deviceView(),
-                       in.cache.deviceView(), in.slot.deviceView(),
-                       int32_t(in.B), on, Validation::Trust),
+    die(plain.seedTail(in.args<SeedTailArgs>({{"tail", tail2.deviceView()}}),
+                       on, Validation::Trust),
         "seed_tail");
     for (Tensor *t : {&tail2, &closed2, &closedPool2, &pro2, &pooled2})
       fetch(*t);

@@ -138,23 +138,17 @@ inline Status oneShot(const KernelSet &ks, const std::vector<float> &ape,
   std::vector<uint32_t> iro = {0, uint32_t(n)}, pro = {0, uint32_t(count)},
                         cache = {0};
   std::vector<float> a = ape;
-  Status s = ks.compress(
-      denseView(pools.data(), {count, c.headDim}),
-      denseView(k.data(), {n, c.headDim}), denseView(g.data(), {n, c.headDim}),
-      denseView(a.data(), {c.kpool, c.headDim}), denseView(iro.data(), {2}),
-      denseView(pro.data(), {2}), denseView(cache.data(), {1}));
+  CompressArgs args{};
+  args.pooled = denseView(pools.data(), {count, c.headDim});
+  args.k = denseView(k.data(), {n, c.headDim});
+  args.gate = denseView(g.data(), {n, c.headDim});
+  args.ape = denseView(a.data(), {c.kpool, c.headDim});
+  args.input_row_offsets = denseView(iro.data(), {2});
+  args.pool_row_offsets = denseView(pro.data(), {2});
+  args.cache_lengths = denseView(cache.data(), {1});
+  Status s = ks.compress(args);
   pools.resize(size_t(count * rowBytes));
   return s;
-}
-
-inline ref::CacheFormat refFormat(const CacheFormat &f) {
-  ref::CacheFormat r;
-  r.entry = f.entry == CacheEntry::FP8 ? ref::CacheEntry::FP8
-                                       : ref::CacheEntry::Element;
-  r.rotate = f.rotate == CacheRotate::Hadamard ? ref::Rotate::Hadamard
-                                               : ref::Rotate::None;
-  r.scale = f.scale == CacheScale::Pow2 ? ref::Scale::Pow2 : ref::Scale::Absmax;
-  return r;
 }
 
 /// The reference's cache entry of the dense pool row `dense`: D entry
@@ -176,8 +170,7 @@ inline Entry referenceEntry(const KernelConfig &c, const uint8_t *dense) {
         c.elementType, ref::elementBits(c.elementType, dense + d * esize));
   std::vector<uint32_t> bits(static_cast<size_t>(D));
   float scale = 0;
-  ref::cacheEntry(c.elementType, D, refFormat(c.cache), x.data(), bits.data(),
-                  &scale);
+  ref::cacheEntry(c.elementType, D, c.cache, x.data(), bits.data(), &scale);
   Entry e;
   int64_t eb = fp8 ? 1 : esize;
   e.bytes.resize(size_t(D * eb));

@@ -36,6 +36,8 @@
 #include "Reference/PoolCache.h"
 #include "Reference/Reference.h"
 #include "Reference/VerifySchedule.h"
+#include "Support/ArgsByName.h"
+#include "Support/Differential.h"
 #include "kpool/Runtime/Jit.h"
 
 #include <algorithm>
@@ -66,96 +68,25 @@ using Rng = ref::TestRng;
 // Configurations.
 //===----------------------------------------------------------------------===//
 
-struct Config {
-  ElementType type;
-  int64_t D, K;
+/// A configuration with its pool-cache format.
+struct Config : test::Config {
   CacheFormat format;
 
   bool fp8() const { return format.entry == CacheEntry::FP8; }
-  int64_t esize() const { return elementTypeSize(type); }
   /// Bytes of one entry's keys in the cache.
   int64_t entryBytes() const { return fp8() ? D : D * esize(); }
-  ref::Geometry geometry() const { return {type, D, K}; }
-  ref::CacheFormat refFormat() const {
-    ref::CacheFormat f;
-    f.entry = fp8() ? ref::CacheEntry::FP8 : ref::CacheEntry::Element;
-    f.rotate = format.rotate == CacheRotate::Hadamard ? ref::Rotate::Hadamard
-                                                      : ref::Rotate::None;
-    f.scale = format.scale == CacheScale::Pow2 ? ref::Scale::Pow2
-                                               : ref::Scale::Absmax;
-    return f;
-  }
   std::string name() const {
-    std::string s = std::string(elementTypeName(type)) + " D" +
-                    std::to_string(D) + " K" + std::to_string(K);
-    s += fp8() ? " fp8" : " element";
-    s += format.rotate == CacheRotate::Hadamard ? " hadamard" : " none";
+    std::string s = test::Config::name() + " " +
+                    cacheEntryName(format.entry) + " " +
+                    cacheRotateName(format.rotate);
     if (fp8())
-      s += format.scale == CacheScale::Pow2 ? " pow2" : " absmax";
+      s += std::string(" ") + cacheScaleName(format.scale);
     return s;
   }
 };
 
-//===----------------------------------------------------------------------===//
-// Dense operands: a row-major view between canary bytes.
-//===----------------------------------------------------------------------===//
-
-constexpr uint8_t kDenseCanary = 0xa5;
-constexpr int64_t kGuardBytes = 16; // canary bytes before and after a view
-
-struct Buf {
-  int64_t esize = 4, rank = 1;
-  int64_t sizes[4] = {0, 0, 0, 0};
-  std::vector<uint8_t> bytes;
-
-  static Buf make(int64_t esize, const std::vector<int64_t> &shape) {
-    Buf b;
-    b.esize = esize;
-    b.rank = int64_t(shape.size());
-    for (int64_t d = 0; d < b.rank; ++d)
-      b.sizes[d] = shape[d];
-    b.bytes.assign(2 * kGuardBytes + b.count() * esize, kDenseCanary);
-    return b;
-  }
-  int64_t count() const {
-    int64_t n = 1;
-    for (int64_t d = 0; d < rank; ++d)
-      n *= sizes[d];
-    return n;
-  }
-  uint8_t *data() const {
-    return const_cast<uint8_t *>(bytes.data()) + kGuardBytes;
-  }
-  View view() const {
-    View v{};
-    v.data = data();
-    v.rank = rank;
-    int64_t stride = 1;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      v.sizes[d] = sizes[d];
-      v.strides[d] = stride;
-      stride *= sizes[d];
-    }
-    return v;
-  }
-  uint32_t get(int64_t i) const {
-    uint32_t x = 0;
-    std::memcpy(&x, data() + i * esize, size_t(esize));
-    return x;
-  }
-  void put(int64_t i, uint32_t x) {
-    if (esize == 2) {
-      uint16_t h = uint16_t(x);
-      std::memcpy(data() + i * 2, &h, 2);
-    } else {
-      std::memcpy(data() + i * 4, &x, 4);
-    }
-  }
-  void fill(const std::vector<uint32_t> &values) {
-    for (size_t i = 0; i < values.size(); ++i)
-      put(int64_t(i), values[i]);
-  }
-};
+// Dense operands: row-major views between canaries (test::Buffer).
+using Buf = test::Buffer;
 
 //===----------------------------------------------------------------------===//
 // The cache: one byte buffer, pages of entry bytes then (FP8) scales then a
@@ -717,9 +648,9 @@ void compareDense(const Where &w, const std::string &what, const Buf &got,
     return;
   for (size_t i = 0; i < got.bytes.size(); ++i)
     if (got.bytes[i] != want.bytes[i]) {
-      int64_t o = int64_t(i) - kGuardBytes;
+      int64_t o = int64_t(i) - got.offset * got.esize;
       std::string at =
-          o < 0 || o >= got.count() * got.esize
+          o < 0 || o >= got.numElements() * got.esize
               ? "canary byte " + std::to_string(o)
               : "element " + std::to_string(o / got.esize) + " byte " +
                     std::to_string(o % got.esize);
@@ -791,6 +722,24 @@ void expectOk(const Where &w, const std::string &what, const Status &s) {
     mismatch(w.prefix() + ": " + what + " returned an error: " + s.message());
 }
 
+/// Kernel A's arguments: the call's inputs (and block table), then its own
+/// outputs, by their table names.
+template <typename A>
+A callArgs(const Inputs &in, const Call &c, const View &table,
+           std::initializer_list<test::Named> outputs) {
+  return test::with(test::argsByName<A>(
+                        {{"tail", in.tail.view()},
+                         {"k", in.k.view()},
+                         {"gate", in.gate.view()},
+                         {"ape", in.ape.view()},
+                         {"input_row_offsets", in.iro.view()},
+                         {"cache_lengths", in.lengths.view()},
+                         {"slot_idx", in.slots.view()},
+                         {"block_table", table}},
+                        c.numRequests),
+                    outputs);
+}
+
 /// Runs the call's three cache ops (and the plain ops) under `validation`,
 /// and checks everything. Under Check an op is expected to be rejected
 /// exactly when problems() finds a bad entry among its pools.
@@ -800,19 +749,22 @@ void runCall(const Config &cfg, const KernelSet &ks, const Call &c,
   Where w{cfg, callNo, c, mode};
   ++stats.calls;
   ref::Geometry g = cfg.geometry();
-  ref::CacheFormat f = cfg.refFormat();
+  const CacheFormat &f = cfg.format;
   Inputs in = makeInputs(cfg, c);
   View table = c.tableView();
 
   // The plain kernels (always with validation: the metadata is valid).
   Dense plain = freshDense(cfg, c, in, 0);
   expectOk(w, "ring_close",
-           ks.ringClose(plain.rcPooled.view(), plain.closedPool.view(),
-                        in.tail.view(), in.k.view(), in.gate.view(),
-                        in.ape.view(), in.iro.view(), in.lengths.view(),
-                        in.slots.view(), c.numRequests, Validation::Check));
+           ks.ringClose(callArgs<RingCloseArgs>(
+                            in, c, table,
+                            {{"pooled", plain.rcPooled.view()},
+                             {"closed_pool", plain.closedPool.view()}}),
+                        Validation::Check));
   expectOk(w, "pool_offsets",
-           ks.poolOffsets(plain.pro.view(), in.iro.view(), in.lengths.view(),
+           ks.poolOffsets(callArgs<PoolOffsetsArgs>(
+                              in, c, table,
+                              {{"pool_row_offsets", plain.pro.view()}}),
                           Validation::Check));
   // pool_row_offsets against the reference; closed_pool against the pools
   // the test expects ring_close to close (they decide which entries exist).
@@ -832,15 +784,20 @@ void runCall(const Config &cfg, const KernelSet &ks, const Call &c,
     plain.sPooled = sized.sPooled;
   }
   expectOk(w, "compress",
-           ks.compress(plain.pooled.view(), in.k.view(), in.gate.view(),
-                       in.ape.view(), in.iro.view(), plain.pro.view(),
-                       in.lengths.view(), Validation::Check));
+           ks.compress(callArgs<CompressArgs>(
+                           in, c, table,
+                           {{"pooled", plain.pooled.view()},
+                            {"pool_row_offsets", plain.pro.view()}}),
+                       Validation::Check));
   expectOk(w, "step",
-           ks.step(plain.sClosed.view(), plain.sClosedPool.view(),
-                   plain.sPro.view(), plain.sPooled.view(),
-                   plain.sTail.view(), in.k.view(), in.gate.view(),
-                   in.ape.view(), in.iro.view(), in.lengths.view(),
-                   in.slots.view(), c.numRequests, Validation::Check));
+           ks.step(callArgs<StepArgs>(
+                       in, c, table,
+                       {{"closed", plain.sClosed.view()},
+                        {"closed_pool", plain.sClosedPool.view()},
+                        {"pool_row_offsets", plain.sPro.view()},
+                        {"pooled", plain.sPooled.view()},
+                        {"tail", plain.sTail.view()}}),
+                   Validation::Check));
 
   // The cache kernels: ring_close then compress into one cache buffer (as
   // an engine calls them), the fused step into another.
@@ -849,20 +806,30 @@ void runCall(const Config &cfg, const KernelSet &ks, const Call &c,
   Dense cached = freshDense(cfg, c, in, pooledRows);
   const Dense untouched = cached;
   Status sRc = ks.ringCloseCache(
-      cached.rcPooled.view(), cached.closedPool.view(), L.keys(bufA),
-      L.scales(bufA), in.tail.view(), in.k.view(), in.gate.view(),
-      in.ape.view(), in.iro.view(), in.lengths.view(), in.slots.view(),
-      c.numRequests, table, Stream(), validation);
+      callArgs<RingCloseCacheArgs>(
+          in, c, table,
+          {{"pooled", cached.rcPooled.view()},
+           {"closed_pool", cached.closedPool.view()},
+           {"cache_keys", L.keys(bufA)},
+           {"cache_scales", L.scales(bufA)}}),
+      validation);
   Status sCp = ks.compressCache(
-      cached.pooled.view(), L.keys(bufA), L.scales(bufA), in.k.view(),
-      in.gate.view(), in.ape.view(), in.iro.view(), plain.pro.view(),
-      in.lengths.view(), table, Stream(), validation);
+      callArgs<CompressCacheArgs>(in, c, table,
+                                  {{"pooled", cached.pooled.view()},
+                                   {"pool_row_offsets", plain.pro.view()},
+                                   {"cache_keys", L.keys(bufA)},
+                                   {"cache_scales", L.scales(bufA)}}),
+      validation);
   Status sSt = ks.stepCache(
-      cached.sClosed.view(), cached.sClosedPool.view(), cached.sPro.view(),
-      cached.sPooled.view(), cached.sTail.view(), L.keys(bufB),
-      L.scales(bufB), in.k.view(), in.gate.view(), in.ape.view(),
-      in.iro.view(), in.lengths.view(), in.slots.view(), c.numRequests, table,
-      Stream(), validation);
+      callArgs<StepCacheArgs>(in, c, table,
+                              {{"closed", cached.sClosed.view()},
+                               {"closed_pool", cached.sClosedPool.view()},
+                               {"pool_row_offsets", cached.sPro.view()},
+                               {"pooled", cached.sPooled.view()},
+                               {"tail", cached.sTail.view()},
+                               {"cache_keys", L.keys(bufB)},
+                               {"cache_scales", L.scales(bufB)}}),
+      validation);
 
   struct OpRun {
     const char *op; // the validator's name of the op
@@ -980,12 +947,12 @@ int main(int argc, char **argv) {
   using R = CacheRotate;
   using S = CacheScale;
   const std::vector<Config> configs = {
-      {KPOOL_BF16, 128, 4, {E::FP8, R::Hadamard, S::Absmax}},
-      {KPOOL_BF16, 128, 4, {E::FP8, R::Hadamard, S::Pow2}},
-      {KPOOL_F16, 64, 3, {E::FP8, R::None, S::Absmax}},
-      {KPOOL_F32, 32, 2, {E::FP8, R::Hadamard, S::Pow2}},
-      {KPOOL_BF16, 16, 4, {E::Element, R::Hadamard, S::Absmax}},
-      {KPOOL_F32, 8, 1, {E::Element, R::None, S::Absmax}},
+      {{KPOOL_BF16, 128, 4}, {E::FP8, R::Hadamard, S::Absmax}},
+      {{KPOOL_BF16, 128, 4}, {E::FP8, R::Hadamard, S::Pow2}},
+      {{KPOOL_F16, 64, 3}, {E::FP8, R::None, S::Absmax}},
+      {{KPOOL_F32, 32, 2}, {E::FP8, R::Hadamard, S::Pow2}},
+      {{KPOOL_BF16, 16, 4}, {E::Element, R::Hadamard, S::Absmax}},
+      {{KPOOL_F32, 8, 1}, {E::Element, R::None, S::Absmax}},
   };
   const Bad kinds[] = {Bad::Padding, Bad::PastN, Bad::Narrow, Bad::Garbage,
                        Bad::Duplicate};

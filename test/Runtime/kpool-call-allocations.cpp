@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Support/ArgsByName.h"
 #include "kpool/Runtime/Jit.h"
 #include "kpool/Runtime/KernelSet.h"
 
@@ -105,37 +106,44 @@ int main(int argc, char **argv) {
        proV = denseView(pro.data(), {B + 1}),
        capacityV = denseView(pooled.data(), {capacity, D});
   const int32_t live = int32_t(B);
+  // Every op's arguments, built once from the call's operands by their
+  // table names (each op's own outputs on top).
+  std::initializer_list<test::Named> operands = {
+      {"tail", tailV},
+      {"k", kV},
+      {"gate", gV},
+      {"ape", apeV},
+      {"input_row_offsets", iroV},
+      {"pool_row_offsets", proV},
+      {"cache_lengths", cacheV},
+      {"slot_idx", slotV},
+      {"closed", closedRowsV},
+      {"closed_pool", closedV}};
+  PoolOffsetsArgs po = test::argsByName<PoolOffsetsArgs>(operands);
   // pool_offsets first, so that compress gets its exact output rows.
-  if (!set->poolOffsets(proV, iroV, cacheV).ok()) {
+  if (!set->poolOffsets(po).ok()) {
     std::printf("FAIL: pool_offsets\n");
     return 1;
   }
   View pooledV = denseView(pooled.data(), {int64_t(pro[B]), D});
+  CompressArgs cp =
+      test::with(test::argsByName<CompressArgs>(operands), {{"pooled", pooledV}});
+  RingCloseArgs rc = test::with(test::argsByName<RingCloseArgs>(operands, live),
+                                {{"pooled", closedRowsV}});
+  SeedTailArgs st = test::argsByName<SeedTailArgs>(operands, live);
+  StepArgs sp = test::with(test::argsByName<StepArgs>(operands, live),
+                           {{"pooled", capacityV}});
 
   struct EntryPoint {
     const char *name;
     std::function<Status()> call;
   };
   std::vector<EntryPoint> entryPoints = {
-      {"pool_offsets", [&] { return set->poolOffsets(proV, iroV, cacheV); }},
-      {"compress",
-       [&] {
-         return set->compress(pooledV, kV, gV, apeV, iroV, proV, cacheV);
-       }},
-      {"ring_close",
-       [&] {
-         return set->ringClose(closedRowsV, closedV, tailV, kV, gV, apeV, iroV,
-                               cacheV, slotV, live);
-       }},
-      {"seed_tail",
-       [&] {
-         return set->seedTail(tailV, kV, gV, iroV, cacheV, slotV, live);
-       }},
-      {"step",
-       [&] {
-         return set->step(closedRowsV, closedV, proV, capacityV, tailV, kV, gV,
-                          apeV, iroV, cacheV, slotV, live);
-       }},
+      {"pool_offsets", [&] { return set->poolOffsets(po); }},
+      {"compress", [&] { return set->compress(cp); }},
+      {"ring_close", [&] { return set->ringClose(rc); }},
+      {"seed_tail", [&] { return set->seedTail(st); }},
+      {"step", [&] { return set->step(sp); }},
   };
   // The production pool cache (FP8 with the Hadamard rotation) on a second
   // set: every request owns its own pages of a paged cache.
@@ -158,22 +166,24 @@ int main(int argc, char **argv) {
   View keysV = denseView(cacheKeys.data(), {N, pageSize, D}),
        scalesV = denseView(cacheScales.data(), {N, pageSize}),
        tableV = denseView(table.data(), {B, W});
-  entryPoints.push_back({"compress (pool cache)", [&] {
-                           return cacheSet->compressCache(
-                               pooledV, keysV, scalesV, kV, gV, apeV, iroV,
-                               proV, cacheV, tableV);
-                         }});
-  entryPoints.push_back({"ring_close (pool cache)", [&] {
-                           return cacheSet->ringCloseCache(
-                               closedRowsV, closedV, keysV, scalesV, tailV, kV,
-                               gV, apeV, iroV, cacheV, slotV, live, tableV);
-                         }});
-  entryPoints.push_back({"step (pool cache)", [&] {
-                           return cacheSet->stepCache(
-                               closedRowsV, closedV, proV, capacityV, tailV,
-                               keysV, scalesV, kV, gV, apeV, iroV, cacheV,
-                               slotV, live, tableV);
-                         }});
+  std::initializer_list<test::Named> cacheGroup = {
+      {"cache_keys", keysV}, {"cache_scales", scalesV}, {"block_table", tableV}};
+  CompressCacheArgs cpc = test::with(
+      test::with(test::argsByName<CompressCacheArgs>(operands), cacheGroup),
+      {{"pooled", pooledV}});
+  RingCloseCacheArgs rcc = test::with(
+      test::with(test::argsByName<RingCloseCacheArgs>(operands, live),
+                 cacheGroup),
+      {{"pooled", closedRowsV}});
+  StepCacheArgs spc = test::with(
+      test::with(test::argsByName<StepCacheArgs>(operands, live), cacheGroup),
+      {{"pooled", capacityV}});
+  entryPoints.push_back({"compress (pool cache)",
+                         [&] { return cacheSet->compressCache(cpc); }});
+  entryPoints.push_back({"ring_close (pool cache)",
+                         [&] { return cacheSet->ringCloseCache(rcc); }});
+  entryPoints.push_back({"step (pool cache)",
+                         [&] { return cacheSet->stepCache(spc); }});
   bool ok = true;
   for (EntryPoint &e : entryPoints) {
     Status warm = e.call(); // the first call may set up per-thread state
@@ -196,7 +206,7 @@ int main(int argc, char **argv) {
   }
   // A bad slot still gets its message.
   slots[3] = slots[4];
-  Status bad = set->seedTail(tailV, kV, gV, iroV, cacheV, slotV, live);
+  Status bad = set->seedTail(st);
   bool reported = !bad.ok() && bad.message().find("also the slot of request") !=
                                    std::string::npos;
   std::printf("%s: a duplicate slot is still reported: %s\n",
@@ -205,7 +215,7 @@ int main(int argc, char **argv) {
   // With a later request's slot out of the ring too, that is the error:
   // the duplicate, which no kernel guard sees, comes only last.
   slots[9] = uint32_t(B + 5);
-  bad = set->seedTail(tailV, kV, gV, iroV, cacheV, slotV, live);
+  bad = set->seedTail(st);
   bool last = !bad.ok() &&
               bad.message().find("is not below max_slots") != std::string::npos;
   std::printf("%s: a duplicate slot comes after other faults: %s\n",

@@ -94,14 +94,22 @@ struct Operands {
   Status call(const KernelSet &set, void *k, void *gate, void *ape, void *iro,
               void *pro, void *cache, void *pooled, Stream stream) {
     Validation v = set.deviceResident() ? Validation::Trust : Validation::Check;
-    Status s = set.poolOffsets(denseView(pro, {B + 1}), denseView(iro, {B + 1}),
-                               denseView(cache, {B}), stream, v);
+    PoolOffsetsArgs offsets{};
+    offsets.pool_row_offsets = denseView(pro, {B + 1});
+    offsets.input_row_offsets = denseView(iro, {B + 1});
+    offsets.cache_lengths = denseView(cache, {B});
+    Status s = set.poolOffsets(offsets, stream, v);
     if (!s.ok())
       return s;
-    return set.compress(denseView(pooled, {T / K + B, D}), denseView(k, {T, D}),
-                        denseView(gate, {T, D}), denseView(ape, {K, D}),
-                        denseView(iro, {B + 1}), denseView(pro, {B + 1}),
-                        denseView(cache, {B}), stream, v);
+    CompressArgs a{};
+    a.pooled = denseView(pooled, {T / K + B, D});
+    a.k = denseView(k, {T, D});
+    a.gate = denseView(gate, {T, D});
+    a.ape = denseView(ape, {K, D});
+    a.input_row_offsets = denseView(iro, {B + 1});
+    a.pool_row_offsets = denseView(pro, {B + 1});
+    a.cache_lengths = denseView(cache, {B});
+    return set.compress(a, stream, v);
   }
 };
 
@@ -197,10 +205,15 @@ int main() {
   // addresses are never read).
   std::vector<uint16_t> host(64 * 32);
   void *p = host.data();
-  Status shapes = jit->compress(
-      denseView(p, {5, 32}), denseView(p, {7, 2}), denseView(p, {7, 32}),
-      denseView(p, {3, 32}), denseView(p, {3}), denseView(p, {3}),
-      denseView(p, {2}), stream.stream(), Validation::Trust);
+  CompressArgs wrong{};
+  wrong.pooled = denseView(p, {5, 32});
+  wrong.k = denseView(p, {7, 2});
+  wrong.gate = denseView(p, {7, 32});
+  wrong.ape = denseView(p, {3, 32});
+  wrong.input_row_offsets = denseView(p, {3});
+  wrong.pool_row_offsets = denseView(p, {3});
+  wrong.cache_lengths = denseView(p, {2});
+  Status shapes = jit->compress(wrong, stream.stream(), Validation::Trust);
   std::printf("wrong k: %s\n", shapes.message().c_str());
   std::printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
   return failures != 0;

@@ -26,6 +26,8 @@
 #include "Reference/Float.h"
 #include "Reference/Reference.h"
 #include "Reference/VerifySchedule.h"
+#include "Support/ArgsByName.h"
+#include "Support/Differential.h"
 #include "kpool/Runtime/Jit.h"
 
 #include <algorithm>
@@ -45,6 +47,9 @@
 
 using namespace kpool;
 namespace ref = kpool::reference;
+using test::Buffer;
+using test::Layout;
+using test::sentinel;
 
 namespace {
 
@@ -60,17 +65,7 @@ using Rng = ref::TestRng;
 // Configurations.
 //===----------------------------------------------------------------------===//
 
-struct Config {
-  ElementType type;
-  int64_t D; // head_dim
-  int64_t K; // kpool
-  std::string name() const {
-    return std::string(elementTypeName(type)) + " D" + std::to_string(D) +
-           " K" + std::to_string(K);
-  }
-  ref::Geometry geometry() const { return {type, D, K}; }
-  int64_t esize() const { return elementTypeSize(type); }
-};
+using test::Config;
 
 /// A value of T as raw bits, drawn uniformly from [lo, hi) and rounded.
 uint32_t randomT(Rng &rng, ElementType type, double lo, double hi) {
@@ -92,140 +87,6 @@ int64_t ulpDistance(ElementType type, uint32_t a, uint32_t b) {
 bool isNaNBits(ElementType type, uint32_t x) {
   return std::isnan(ref::fromBits(type, x));
 }
-
-//===----------------------------------------------------------------------===//
-// Buffers: one strided view inside storage padded with canaries.
-//===----------------------------------------------------------------------===//
-
-/// Where a view sits in its storage. Empty strides: dense row-major.
-struct Layout {
-  std::vector<int64_t> strides;
-  int64_t before = 11; // canary elements before the view's first element
-  int64_t after = 13;  // canary elements after its last
-};
-
-/// The canary: a NaN for every float type, an unlikely value for integers.
-uint32_t sentinel(int64_t esize) { return esize == 2 ? 0x7fa5u : 0x7fa5a5a5u; }
-
-class Buffer {
-public:
-  int64_t esize = 4;
-  int64_t rank = 1;
-  int64_t sizes[4] = {0, 0, 0, 0};
-  int64_t strides[4] = {0, 0, 0, 0};
-  int64_t offset = 0; // storage element of index (0, ..., 0)
-  std::vector<uint8_t> bytes;
-  std::vector<uint8_t> inView; // per storage element
-
-  static Buffer make(int64_t esize, const std::vector<int64_t> &shape,
-                     const Layout &layout = Layout()) {
-    Buffer b;
-    b.esize = esize;
-    b.rank = int64_t(shape.size());
-    int64_t stride = 1;
-    for (int64_t d = b.rank - 1; d >= 0; --d) {
-      b.sizes[d] = shape[d];
-      b.strides[d] = layout.strides.empty() ? stride : layout.strides[d];
-      stride *= shape[d];
-    }
-    int64_t span = 1;
-    bool empty = false;
-    for (int64_t d = 0; d < b.rank; ++d) {
-      empty |= b.sizes[d] == 0;
-      span += (b.sizes[d] - 1) * b.strides[d];
-    }
-    if (empty)
-      span = 0;
-    b.offset = layout.before;
-    int64_t total = layout.before + span + layout.after + 1;
-    b.bytes.resize(total * esize);
-    b.inView.assign(total, 0);
-    for (int64_t e = 0; e < total; ++e)
-      b.setRaw(e, sentinel(esize));
-    b.forEach([&](const int64_t *, int64_t e) { b.inView[e] = 1; });
-    return b;
-  }
-
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int64_t d = 0; d < rank; ++d)
-      n *= sizes[d];
-    return n;
-  }
-  int64_t storageElements() const { return int64_t(inView.size()); }
-
-  View view() const {
-    View v{};
-    v.data = const_cast<uint8_t *>(bytes.data()) + offset * esize;
-    v.rank = rank;
-    for (int64_t d = 0; d < rank; ++d) {
-      v.sizes[d] = sizes[d];
-      v.strides[d] = strides[d];
-    }
-    return v;
-  }
-
-  uint32_t raw(int64_t e) const {
-    if (esize == 2) {
-      uint16_t h;
-      std::memcpy(&h, &bytes[e * 2], 2);
-      return h;
-    }
-    uint32_t u;
-    std::memcpy(&u, &bytes[e * 4], 4);
-    return u;
-  }
-  void setRaw(int64_t e, uint32_t x) {
-    if (esize == 2) {
-      uint16_t h = uint16_t(x);
-      std::memcpy(&bytes[e * 2], &h, 2);
-    } else {
-      std::memcpy(&bytes[e * 4], &x, 4);
-    }
-  }
-
-  int64_t storageIndex(std::initializer_list<int64_t> idx) const {
-    int64_t e = offset, d = 0;
-    for (int64_t i : idx)
-      e += i * strides[d++];
-    return e;
-  }
-  uint32_t at(std::initializer_list<int64_t> idx) const {
-    return raw(storageIndex(idx));
-  }
-  void set(std::initializer_list<int64_t> idx, uint32_t x) {
-    setRaw(storageIndex(idx), x);
-  }
-
-  /// Calls fn(index, storage element) for every element in row-major order.
-  void forEach(const std::function<void(const int64_t *, int64_t)> &fn) const {
-    if (numElements() == 0)
-      return;
-    int64_t idx[4] = {0, 0, 0, 0};
-    while (true) {
-      int64_t e = offset;
-      for (int64_t d = 0; d < rank; ++d)
-        e += idx[d] * strides[d];
-      fn(idx, e);
-      int64_t d = rank - 1;
-      while (d >= 0 && ++idx[d] == sizes[d])
-        idx[d--] = 0;
-      if (d < 0)
-        return;
-    }
-  }
-
-  /// The view's elements in row-major order.
-  std::vector<uint32_t> dense() const {
-    std::vector<uint32_t> out;
-    forEach([&](const int64_t *, int64_t e) { out.push_back(raw(e)); });
-    return out;
-  }
-  void fill(const std::vector<uint32_t> &values) {
-    size_t i = 0;
-    forEach([&](const int64_t *, int64_t e) { setRaw(e, values.at(i++)); });
-  }
-};
 
 //===----------------------------------------------------------------------===//
 // Results.
@@ -454,21 +315,39 @@ Ops absoluteKeys(const Ops &o) {
 // Running the ops: kernels and reference.
 //===----------------------------------------------------------------------===//
 
+/// Kernel A's arguments from the call's operands, by their table names;
+/// ring_close's `pooled` (the pools it closes) is the step's `closed`.
+template <typename A> A args(Ops &o) {
+  return test::argsByName<A>(
+      {{"tail", o.tail.view()},
+       {"k", o.k.view()},
+       {"gate", o.gate.view()},
+       {"ape", o.ape.view()},
+       {"input_row_offsets", o.iro.view()},
+       {"pool_row_offsets", o.pro.view()},
+       {"cache_lengths", o.cache.view()},
+       {"slot_idx", o.slots.view()},
+       {"closed", o.rcPooled.view()},
+       {"closed_pool", o.closed.view()},
+       {"pooled", o.pooled.view()}},
+      o.numRequests);
+}
+
 Status kRingClose(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.ringClose(o.rcPooled.view(), o.closed.view(), o.tail.view(),
-                      o.k.view(), o.gate.view(), o.ape.view(), o.iro.view(),
-                      o.cache.view(), o.slots.view(), o.numRequests, v);
+  return ks.ringClose(
+      test::with(args<RingCloseArgs>(o), {{"pooled", o.rcPooled.view()}}), v);
 }
 Status kPoolOffsets(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.poolOffsets(o.pro.view(), o.iro.view(), o.cache.view(), v);
+  return ks.poolOffsets(args<PoolOffsetsArgs>(o), v);
 }
 Status kCompress(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.compress(o.pooled.view(), o.k.view(), o.gate.view(), o.ape.view(),
-                     o.iro.view(), o.pro.view(), o.cache.view(), v);
+  return ks.compress(args<CompressArgs>(o), v);
 }
 Status kSeedTail(const KernelSet &ks, Ops &o, Validation v) {
-  return ks.seedTail(o.tail.view(), o.k.view(), o.gate.view(), o.iro.view(),
-                     o.cache.view(), o.slots.view(), o.numRequests, v);
+  return ks.seedTail(args<SeedTailArgs>(o), v);
+}
+Status kStep(const KernelSet &ks, Ops &o, Validation v) {
+  return ks.step(args<StepArgs>(o), v);
 }
 
 void rRingClose(const Config &cfg, Ops &o) {
@@ -524,20 +403,27 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
     allOk &= s.ok();
     return expectOk(c, what, s);
   };
-  ok(tag + " ring_close", kRingClose(ks, kOps, v));
-  {
-    Ops s = absoluteKeys(rOps);
-    rRingClose(cfg, s);
-    rOps.rcScale = s.rcPooled;
-  }
-  rRingClose(cfg, rOps);
-  compareOps(c, tag + " after ring_close:", cfg, kOps, rOps, Fresh::RingClose,
-             exact);
-
-  ok(tag + " pool_offsets", kPoolOffsets(ks, kOps, v));
-  rPoolOffsets(cfg, rOps);
-  compareOps(c, tag + " after pool_offsets:", cfg, kOps, rOps, Fresh::None,
-             exact);
+  // One op: the kernel, then the reference (first on absolute keys, for
+  // the scale its pooled output is compared at, when it has one), then
+  // every operand compared.
+  auto stage = [&](const char *op, Status (*kernel)(const KernelSet &, Ops &,
+                                                     Validation),
+                   void (*reference)(const Config &, Ops &),
+                   Buffer Ops::*pooled, std::optional<Buffer> Ops::*scale,
+                   Fresh fresh) {
+    ok(tag + " " + op, kernel(ks, kOps, v));
+    if (scale) {
+      Ops s = absoluteKeys(rOps);
+      reference(cfg, s);
+      rOps.*scale = s.*pooled;
+    }
+    reference(cfg, rOps);
+    compareOps(c, tag + " after " + op + ":", cfg, kOps, rOps, fresh, exact);
+  };
+  stage("ring_close", kRingClose, rRingClose, &Ops::rcPooled, &Ops::rcScale,
+        Fresh::RingClose);
+  stage("pool_offsets", kPoolOffsets, rPoolOffsets, nullptr, nullptr,
+        Fresh::None);
   if (opt.pro) {
     kOps.pro.fill(*opt.pro);
     rOps.pro.fill(*opt.pro);
@@ -550,20 +436,9 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
   rows += opt.extraPooledRows;
   kOps.pooled = Buffer::make(cfg.esize(), {rows, cfg.D}, kOps.pooledLayout);
   rOps.pooled = kOps.pooled;
-  ok(tag + " compress", kCompress(ks, kOps, v));
-  {
-    Ops s = absoluteKeys(rOps);
-    rCompress(cfg, s);
-    rOps.pooledScale = s.pooled;
-  }
-  rCompress(cfg, rOps);
-  compareOps(c, tag + " after compress:", cfg, kOps, rOps, Fresh::Compress,
-             exact);
-
-  ok(tag + " seed_tail", kSeedTail(ks, kOps, v));
-  rSeedTail(cfg, rOps);
-  compareOps(c, tag + " after seed_tail:", cfg, kOps, rOps, Fresh::None,
-             exact);
+  stage("compress", kCompress, rCompress, &Ops::pooled, &Ops::pooledScale,
+        Fresh::Compress);
+  stage("seed_tail", kSeedTail, rSeedTail, nullptr, nullptr, Fresh::None);
 
   // kpool.step on the same operands writes what the four ops wrote, bit for
   // bit (every operand, canaries and gaps included), when they all
@@ -571,11 +446,7 @@ void runCall(Check &c, const std::string &tag, const Config &cfg,
   if (allOk && v == Validation::Check && !opt.pro) {
     fused.pooled =
         Buffer::make(cfg.esize(), {rows, cfg.D}, kOps.pooledLayout);
-    Status s = ks.step(fused.rcPooled.view(), fused.closed.view(),
-                       fused.pro.view(), fused.pooled.view(), fused.tail.view(),
-                       fused.k.view(), fused.gate.view(), fused.ape.view(),
-                       fused.iro.view(), fused.cache.view(), fused.slots.view(),
-                       fused.numRequests, v);
+    Status s = kStep(ks, fused, v);
     if (expectOk(c, tag + " step", s)) {
       compareOps(c, tag + " step vs the four ops:", cfg, fused, kOps,
                  Fresh::None, /*exact=*/true);

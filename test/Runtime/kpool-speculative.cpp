@@ -193,11 +193,15 @@ Outcome runSchedule(const Config &c, std::shared_ptr<KernelSet> kernels,
     std::vector<uint8_t> k = keys[r], g = gates[r];
     k.resize(std::max<int64_t>(n, 1) * rowBytes);
     g.resize(std::max<int64_t>(n, 1) * rowBytes);
-    Status st = kernels->compress(
-        denseView(oneShot.data(), {pools, D}), denseView(k.data(), {n, D}),
-        denseView(g.data(), {n, D}), denseView(ape.data(), {K, D}),
-        denseView(iro.data(), {2}), denseView(pro.data(), {2}),
-        denseView(cache.data(), {1}));
+    CompressArgs c{};
+    c.pooled = denseView(oneShot.data(), {pools, D});
+    c.k = denseView(k.data(), {n, D});
+    c.gate = denseView(g.data(), {n, D});
+    c.ape = denseView(ape.data(), {K, D});
+    c.input_row_offsets = denseView(iro.data(), {2});
+    c.pool_row_offsets = denseView(pro.data(), {2});
+    c.cache_lengths = denseView(cache.data(), {1});
+    Status st = kernels->compress(c);
     if (!st.ok()) {
       out.fail("one-shot compress: " + st.message());
       continue;

@@ -699,13 +699,20 @@ void findingMessages() {
   std::vector<uint32_t> pro(4), iro = {0, 4, 12, 20}, cache = {0, 0, 0},
                                 slotIdx = {0, 1, 2};
   std::vector<float> a = ape;
-  Status s = ks->step(
-      denseView(closedRows.data(), {3, D}), denseView(closed.data(), {3}),
-      denseView(pro.data(), {4}), denseView(pooled.data(), {2, D}),
-      denseView(tail.data(), {4, 2, K, D}), denseView(k.data(), {20, D}),
-      denseView(k.data(), {20, D}), denseView(a.data(), {K, D}),
-      denseView(iro.data(), {4}), denseView(cache.data(), {3}),
-      denseView(slotIdx.data(), {3}), 3);
+  StepArgs args{};
+  args.closed = denseView(closedRows.data(), {3, D});
+  args.closed_pool = denseView(closed.data(), {3});
+  args.pool_row_offsets = denseView(pro.data(), {4});
+  args.pooled = denseView(pooled.data(), {2, D});
+  args.tail = denseView(tail.data(), {4, 2, K, D});
+  args.k = denseView(k.data(), {20, D});
+  args.gate = denseView(k.data(), {20, D});
+  args.ape = denseView(a.data(), {K, D});
+  args.input_row_offsets = denseView(iro.data(), {4});
+  args.cache_lengths = denseView(cache.data(), {3});
+  args.slot_idx = denseView(slotIdx.data(), {3});
+  args.num_requests = 3;
+  Status s = ks->step(args);
   t.fails(s,
           {"step: request 1: its pools reach past the 2 rows of 'pooled' "
            "(requests 0..1 complete 3 pool(s), the call completes 5)"},

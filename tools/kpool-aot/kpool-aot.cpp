@@ -5,7 +5,8 @@
 //
 // * an object file with plain C entry points for one configuration, and a
 //   header describing the calling convention, generated from the kernel ABI
-//   (kpool/Runtime/KernelABI.def):
+//   (kpool/ABI/KernelABI.def): wrappers that take each kernel's argument
+//   struct (kpool/ABI/Args.h) and check every view's extents first:
 //
 //     kpool-aot --type=bf16 --head-dim=128 --kpool=4 --target=cuda \
 //               -o kernels.o --header=kernels.h
@@ -26,13 +27,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kpool/ABI/KernelABI.h"
 #include "kpool/ABI/KernelPack.h"
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
+#include "kpool/ABI/StatusWord.h"
 #include "kpool/Kernels/KernelCompile.h"
 #include "kpool/Kernels/KernelModule.h"
-#include "kpool/Runtime/KernelABI.h"
-#include "kpool/Runtime/KernelExtents.h"
 #include "kpool/Runtime/KernelPacks.h"
+#include "kpool/Runtime/KernelSet.h"
 #include "kpool/Tools/Version.h"
 #include "kpool/Version.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -119,16 +120,24 @@ static cl::list<std::string> packConfigs(
              "all (no cache and every format); repeatable"),
     cl::cat(aotCategory));
 
-/// The cache format of the options (validated in main).
+/// The value of `E` named `name` by `nameOf` (the leaf's spelling), or
+/// false.
+template <typename E>
+static bool parseName(StringRef name, const char *(*nameOf)(E), E &value) {
+  for (int32_t v = 0; nameOf(E(v)); ++v)
+    if (name == nameOf(E(v))) {
+      value = E(v);
+      return true;
+    }
+  return false;
+}
+
+/// The cache format of the options (parsed and validated in main).
 static kpool::CacheFormat cacheFormat() {
   kpool::CacheFormat f;
-  f.entry = cacheEntry == "fp8"       ? kpool::CacheEntry::FP8
-            : cacheEntry == "element" ? kpool::CacheEntry::Element
-                                      : kpool::CacheEntry::None;
-  f.rotate = cacheRotate == "hadamard" ? kpool::CacheRotate::Hadamard
-                                       : kpool::CacheRotate::None;
-  f.scale = cacheScale == "pow2" ? kpool::CacheScale::Pow2
-                                 : kpool::CacheScale::Absmax;
+  parseName<kpool::CacheEntry>(cacheEntry, kpool::cacheEntryName, f.entry);
+  parseName<kpool::CacheRotate>(cacheRotate, kpool::cacheRotateName, f.rotate);
+  parseName<kpool::CacheScale>(cacheScale, kpool::cacheScaleName, f.scale);
   return f;
 }
 
@@ -156,9 +165,11 @@ static int fail(const Twine &message) {
   return 1;
 }
 
-/// C statements checking `kernel`'s views against their symbolic shapes
-/// (KernelExtents.def): each failing check returns the extent finding of
-/// the operand and dimension. Symbols bind at their first operand.
+/// C statements checking the views of `args`, `kernel`'s argument struct,
+/// against their shapes in the kernel ABI table (KernelABI.def: 'D', 'K'
+/// and numbers fixed, the other letters extents that every operand naming
+/// them shares): each failing check returns the extent finding of the
+/// operand and dimension. Symbols bind at their first operand.
 static std::string extentChecks(const kpool::abi::Kernel &kernel) {
   namespace abi = ::kpool::abi;
   namespace st = ::kpool::status;
@@ -167,10 +178,9 @@ static std::string extentChecks(const kpool::abi::Kernel &kernel) {
   std::set<char> symbols;
   for (const abi::Operand &arg :
        ArrayRef(kernel.operands, kernel.numOperands)) {
-    if (!arg.rank || arg.kind == abi::Kind::U64)
+    if (!arg.rank || arg.role == abi::Role::Context)
       continue;
-    const char *shape = abi::detail::extentOf(kernel.name, arg.name);
-    for (const char *c = shape; *c; ++c)
+    for (const char *c = arg.shape; *c; ++c)
       if (*c >= 'A' && *c <= 'Z' && *c != 'D' && *c != 'K')
         symbols.insert(*c);
   }
@@ -183,25 +193,23 @@ static std::string extentChecks(const kpool::abi::Kernel &kernel) {
   bool fp8 = cacheFormat().entry == kpool::CacheEntry::FP8;
   for (const abi::Operand &arg :
        ArrayRef(kernel.operands, kernel.numOperands)) {
-    if (!arg.rank || arg.kind == abi::Kind::U64)
+    if (!arg.rank || arg.role == abi::Role::Context)
       continue;
-    StringRef name = arg.name;
+    std::string name = "args->" + std::string(arg.name);
     int id = abi::operandId(arg.name);
     // The scales of entries of the element type are not read (any view).
-    if (name == "cache_scales" && !fp8) {
-      os << "  (void)" << name << ";\n";
+    if (arg.kind == abi::Kind::CacheScale && !fp8)
       continue;
-    }
     auto bad = [&](unsigned dim) {
       return "return " + std::to_string(st::encodeExtent(id, dim)) + "ull;";
     };
-    os << "  if (!" << name << " || " << name << "->rank != " << arg.rank
-       << ")\n    " << bad(st::kExtentRank) << "\n";
+    os << "  if (" << name << ".rank != " << arg.rank << ")\n    "
+       << bad(st::kExtentRank) << "\n";
     SmallVector<StringRef> dims;
-    StringRef(abi::detail::extentOf(kernel.name, arg.name)).split(dims, 'x');
+    StringRef(arg.shape).split(dims, 'x');
     std::string nonEmpty;
     for (auto [d, dim] : llvm::enumerate(dims)) {
-      std::string size = (name + "->sizes[" + Twine(d) + "]").str();
+      std::string size = (name + ".sizes[" + Twine(d) + "]").str();
       nonEmpty += (d ? " && " : "") + size + " > 0";
       std::string fail = bad(d);
       int64_t fixed;
@@ -229,7 +237,7 @@ static std::string extentChecks(const kpool::abi::Kernel &kernel) {
           os << "  if (B > 2147483647)\n    " << fail << "\n";
       }
     }
-    os << "  if (!" << name << "->data && " << nonEmpty << ")\n    "
+    os << "  if (!" << name << ".data && " << nonEmpty << ")\n    "
        << bad(st::kExtentData) << "\n";
   }
   for (char sym : symbols)
@@ -238,8 +246,9 @@ static std::string extentChecks(const kpool::abi::Kernel &kernel) {
 }
 
 /// The header: descriptor types, the `_mlir_ciface_` entry points, plain C
-/// wrappers over KPoolView and, for C++, the runtime registration; the
-/// kernels and their operands come from the kernel ABI table.
+/// wrappers taking the argument structs (kpool/ABI/Args.h) and, for C++,
+/// the runtime registration; the kernels and their operands come from the
+/// kernel ABI table.
 static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   std::string s;
   raw_string_ostream os(s);
@@ -248,7 +257,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << ", kpool " << poolSize << ", target " << target
      << (cuda ? " (" + chip + ")" : std::string()) << ". Do not edit. */\n"
      << "#ifndef " << guard << "\n#define " << guard << "\n\n"
-     << "#include \"kpool-c/View.h\"\n\n"
+     << "#include \"kpool/ABI/Args.h\"\n\n"
      << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
      << "#ifndef KPOOL_AOT_DESCRIPTORS\n#define KPOOL_AOT_DESCRIPTORS\n"
      << "/* MLIR's strided memref descriptors, which the kernels take by\n"
@@ -279,12 +288,15 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   os << "#endif\n\n";
 
   os << "/* The kernels. Views are " << (cuda ? "device" : "host")
-     << " memory. Each entry point first checks every view's rank and\n"
-     << "   extents against the kernels' configuration and against the other\n"
-     << "   views (kpool/Runtime/KernelExtents.def): on a mismatch it reads\n"
-     << "   and writes nothing, records the extent finding in `status` and\n"
-     << "   returns that word (kpool::statusWordError / kpoolStatusWordError\n"
-     << "   name the operand and dimension); it returns 0 when the kernels\n"
+     << " memory. Each entry point takes the kernel's argument struct\n"
+     << "   (kpool/ABI/Args.h), then the context: the status word and the\n"
+     << "   stream. It first checks every view's rank and extents against the\n"
+     << "   kernels' configuration and against the other views (the shapes\n"
+     << "   of kpool/ABI/KernelABI.def): on a null `args` or a mismatch it\n"
+     << "   reads and writes nothing, records the extent finding in `status`\n"
+     << "   and returns that word (kpool::statusWordError and\n"
+     << "   kpoolStatusWordError name the operand and dimension); it returns\n"
+     << "   0 when the kernels\n"
      << "   ran. Metadata values are not validated here: the kernels' own\n"
      << "   guards keep every access inside the operands whatever the\n"
      << "   metadata says, and kpool::KernelSet validates it on the host.\n"
@@ -292,7 +304,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
      << (cuda ? "device" : "host")
      << " memory):\n   where a guard meets bad metadata the kernels "
         "record the smallest\n   (request << 8 | finding) there "
-        "(kpool/Dialect/KPool/IR/StatusWord.h).\n"
+        "(kpool/ABI/StatusWord.h).\n"
      << (cuda ? "   `stream` is the caller's CUstream: each call only enqueues "
                 "its launches\n   there (no synchronization, allocation, "
                 "copy or module load; NULL\n   is the context's NULL stream). "
@@ -343,56 +355,48 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   for (const abi::Kernel &kernel : abi::kernels) {
     if (!built(kernel))
       continue;
-    // The status word is a uint64_t * (NULL: none), as in the C API.
-    auto isStatus = [](const abi::Operand &arg) {
-      return arg.kind == abi::Kind::U64;
-    };
-    auto params = [&] {
-      std::string p;
-      raw_string_ostream ps(p);
-      for (auto [i, arg] : llvm::enumerate(operands(kernel)))
-        ps << (i ? ", " : "")
-           << (isStatus(arg) ? "uint64_t *"
-               : arg.rank    ? "const KPoolView *"
-                             : scalarType(arg))
-           << arg.name;
-      return p;
-    };
-    os << "/* 0, or the extent finding of the first view that does not fit."
-          " */\n"
-       << "static inline uint64_t " << prefix << kernel.name << "_extents(";
-    bool first = true;
+    // The wrappers take the kernel's argument struct, then the context:
+    // the status word (a uint64_t *, NULL: none, as in the C API) and the
+    // stream.
+    std::string args = std::string("KPool") + (kernel.capiFunction + 5) +
+                       "Args";
+    // A null `args`: the first view's "wrong rank (or null)" finding.
+    const abi::Operand *firstView = nullptr;
     for (const abi::Operand &arg : operands(kernel))
-      if (arg.rank && !isStatus(arg)) {
-        os << (first ? "" : ", ") << "const KPoolView *" << arg.name;
-        first = false;
-      }
-    os << ") {\n" << extentChecks(kernel) << "  return 0;\n}\n";
-    os << "static inline uint64_t " << prefix << kernel.name << "(" << params()
-       << ") {\n";
-    os << "  uint64_t bad = " << prefix << kernel.name << "_extents(";
-    first = true;
-    for (const abi::Operand &arg : operands(kernel))
-      if (arg.rank && !isStatus(arg)) {
-        os << (first ? "" : ", ") << arg.name;
-        first = false;
-      }
-    os << ");\n  if (bad) {\n"
+      if (arg.rank && arg.role != abi::Role::Context && !firstView)
+        firstView = &arg;
+    os << "/* 0, or the extent finding of the first view of `args` that does "
+          "not fit. */\n"
+       << "static inline uint64_t " << prefix << kernel.name
+       << "_extents(const " << args << " *args) {\n"
+       << "  if (!args)\n    return "
+       << ::kpool::status::encodeExtent(abi::operandId(firstView->name),
+                                        ::kpool::status::kExtentRank)
+       << "ull;\n"
+       << extentChecks(kernel) << "  return 0;\n}\n";
+    os << "static inline uint64_t " << prefix << kernel.name << "(const "
+       << args << " *args, uint64_t *status, void *stream) {\n"
+       << "  uint64_t bad = " << prefix << kernel.name << "_extents(args);\n"
+       << "  if (bad) {\n"
        << (cuda ? "    kpoolCudaRecordStatus(status, bad, stream);\n"
-                : "    kpool_aot_record(status, bad);\n")
+                : "    (void)stream;\n    kpool_aot_record(status, bad);\n")
        << "    return bad;\n  }\n  {\n";
     for (const abi::Operand &arg : operands(kernel))
-      if (isStatus(arg))
+      if (arg.kind == abi::Kind::U64)
         os << "  KPoolDescriptor1 d_" << arg.name << " = { " << arg.name
            << ", " << arg.name << ", 0, {" << arg.name << " ? 1 : 0}, {1} };\n";
       else if (arg.rank)
         os << "  KPoolDescriptor" << arg.rank << " d_" << arg.name
-           << " = KPOOL_AOT_DESCRIPTOR(" << arg.rank << ", " << arg.name
+           << " = KPOOL_AOT_DESCRIPTOR(" << arg.rank << ", &args->" << arg.name
            << ");\n";
     os << "  _mlir_ciface_"
        << mlir::kpool::kernelFunctionName(prefix, kernel.id) << "(";
     for (auto [i, arg] : llvm::enumerate(operands(kernel)))
-      os << (i ? ", " : "") << (arg.rank ? "&d_" : "") << arg.name;
+      os << (i ? ", " : "")
+         << (arg.rank ? "&d_" + std::string(arg.name)
+             : arg.role == abi::Role::Scalar
+                 ? "args->" + std::string(arg.name)
+                 : std::string(arg.name));
     os << ");\n  }\n  return 0;\n}\n";
   }
   os << "\n#ifdef __cplusplus\n} /* extern \"C\" */\n\n"
@@ -449,19 +453,33 @@ static mlir::kpool::KernelCompileOptions compileOptions(bool cuda) {
   return options;
 }
 
-/// Parses an element type name.
+/// Parses an element type name (the leaf's spelling).
 static bool parseType(StringRef name, KPoolElementType &type,
                       std::string *typeEnum = nullptr) {
-  static const std::pair<const char *, KPoolElementType> types[] = {
-      {"bf16", KPOOL_BF16}, {"f16", KPOOL_F16}, {"f32", KPOOL_F32}};
-  for (auto [n, t] : types)
-    if (name == n) {
-      type = t;
+  for (int t = 0; t < KPOOL_NUM_ELEMENT_TYPES; ++t)
+    if (name == kpool::elementTypeName(KPoolElementType(t))) {
+      type = KPoolElementType(t);
       if (typeEnum)
-        *typeEnum = (Twine("KPOOL_") + StringRef(n).upper()).str();
+        *typeEnum = "KPOOL_" + name.upper();
       return true;
     }
   return false;
+}
+
+/// The runtime's one check of a configuration's values
+/// (kpool::validateConfig), for the kernels of `type`, `dim`, `pool` and
+/// `format` on the command line's target and CPU options.
+static kpool::Status validate(KPoolElementType type, int64_t dim, int64_t pool,
+                              const kpool::CacheFormat &format, bool cuda) {
+  kpool::KernelConfig config;
+  config.elementType = type;
+  config.headDim = dim;
+  config.kpool = pool;
+  config.target = cuda ? kpool::Target::CUDA : kpool::Target::CPU;
+  config.openmp = openmp;
+  config.vectorSize = vectorSize;
+  config.cache = format;
+  return kpool::validateConfig(config);
 }
 
 /// Parses a pool-cache format `<entry>-<rotate>[-<scale>]` or "none".
@@ -473,23 +491,17 @@ static bool parseFormat(StringRef text, kpool::CacheFormat &format) {
   text.split(parts, '-');
   if (parts.size() < 2 || parts.size() > 3)
     return false;
-  if (parts[0] == "element" && parts.size() == 2)
-    format.entry = kpool::CacheEntry::Element;
-  else if (parts[0] == "fp8" && parts.size() == 3)
-    format.entry = kpool::CacheEntry::FP8;
-  else
+  if (!parseName<kpool::CacheEntry>(parts[0], kpool::cacheEntryName,
+                                    format.entry) ||
+      format.entry == kpool::CacheEntry::None ||
+      (format.entry == kpool::CacheEntry::FP8) != (parts.size() == 3))
     return false;
-  if (parts[1] == "hadamard")
-    format.rotate = kpool::CacheRotate::Hadamard;
-  else if (parts[1] != "none")
+  if (!parseName<kpool::CacheRotate>(parts[1], kpool::cacheRotateName,
+                                     format.rotate))
     return false;
-  if (parts.size() == 3) {
-    if (parts[2] == "pow2")
-      format.scale = kpool::CacheScale::Pow2;
-    else if (parts[2] != "absmax")
-      return false;
-  }
-  return true;
+  return parts.size() == 2 ||
+         parseName<kpool::CacheScale>(parts[2], kpool::cacheScaleName,
+                                      format.scale);
 }
 
 /// Every pool-cache format, for a configuration's `all`: element and FP8
@@ -516,13 +528,14 @@ static std::vector<kpool::CacheFormat> allFormats(int64_t dim) {
   return out;
 }
 
+/// parseFormat's spelling of `f`.
 static std::string formatName(const kpool::CacheFormat &f) {
   if (f.entry == kpool::CacheEntry::None)
     return "none";
-  std::string s = f.entry == kpool::CacheEntry::FP8 ? "fp8" : "element";
-  s += f.rotate == kpool::CacheRotate::Hadamard ? "-hadamard" : "-none";
+  std::string s = std::string(kpool::cacheEntryName(f.entry)) + "-" +
+                  kpool::cacheRotateName(f.rotate);
   if (f.entry == kpool::CacheEntry::FP8)
-    s += f.scale == kpool::CacheScale::Pow2 ? "-pow2" : "-absmax";
+    s += std::string("-") + kpool::cacheScaleName(f.scale);
   return s;
 }
 
@@ -631,8 +644,7 @@ static int writePack(mlir::MLIRContext &context, bool cuda) {
     text.split(f, ':');
     PackConfig c;
     if (f.size() < 3 || f.size() > 4 || !parseType(f[0], c.type) ||
-        f[1].getAsInteger(10, c.dim) || f[2].getAsInteger(10, c.pool) ||
-        c.dim < 1 || c.pool < 1)
+        f[1].getAsInteger(10, c.dim) || f[2].getAsInteger(10, c.pool))
       return fail("--config='" + text +
                   "': expected <bf16|f16|f32>:<head_dim>:<kpool>[:<format>]");
     std::vector<kpool::CacheFormat> formats(1);
@@ -645,10 +657,9 @@ static int writePack(mlir::MLIRContext &context, bool cuda) {
                   "or fp8-<none|hadamard>-<absmax|pow2>");
     }
     for (const kpool::CacheFormat &format : formats) {
-      if (format.rotate == kpool::CacheRotate::Hadamard &&
-          (c.dim & (c.dim - 1)) != 0)
-        return fail("--config='" + text +
-                    "': hadamard needs a power-of-two head_dim");
+      if (kpool::Status s = validate(c.type, c.dim, c.pool, format, cuda);
+          !s.ok())
+        return fail("--config='" + text + "': " + s.message());
       PackConfig one = c;
       one.cache = format;
       bool duplicate = false;
@@ -666,7 +677,7 @@ static int writePack(mlir::MLIRContext &context, bool cuda) {
   namespace abi = kpool::abi;
   std::vector<abi::KernelId> dense, cacheKernels;
   for (const abi::Kernel &k : abi::kernels) {
-    if (mlir::kpool::isCacheKernel(k.id))
+    if (abi::isCacheKernel(k.id))
       cacheKernels.push_back(k.id);
     else if (k.id != abi::KernelId::PoolOffsets)
       dense.push_back(k.id);
@@ -777,18 +788,21 @@ int main(int argc, char **argv) {
   std::string typeEnum;
   if (!parseType(elementType, type, &typeEnum))
     return fail("--type must be bf16, f16 or f32, got '" + elementType + "'");
-  if (headDim < 1 || poolSize < 1)
-    return fail("--head-dim and --kpool must be at least 1");
-  if (cacheEntry != "none" && cacheEntry != "element" && cacheEntry != "fp8")
+  kpool::CacheFormat format;
+  if (!parseName<kpool::CacheEntry>(cacheEntry, kpool::cacheEntryName,
+                                    format.entry))
     return fail("--cache must be none, element or fp8, got '" + cacheEntry +
                 "'");
-  if (cacheRotate != "none" && cacheRotate != "hadamard")
+  if (!parseName<kpool::CacheRotate>(cacheRotate, kpool::cacheRotateName,
+                                     format.rotate))
     return fail("--rotate must be none or hadamard, got '" + cacheRotate +
                 "'");
-  if (cacheScale != "absmax" && cacheScale != "pow2")
+  if (!parseName<kpool::CacheScale>(cacheScale, kpool::cacheScaleName,
+                                    format.scale))
     return fail("--scale must be absmax or pow2, got '" + cacheScale + "'");
-  if (cacheRotate == "hadamard" && (headDim & (headDim - 1)) != 0)
-    return fail("--rotate=hadamard needs a power-of-two --head-dim");
+  if (kpool::Status s = validate(type, headDim, poolSize, format, cuda);
+      !s.ok())
+    return fail(s.message());
 
   mlir::kpool::KernelCompileOptions options = compileOptions(cuda);
   mlir::kpool::KernelModuleSpec spec;

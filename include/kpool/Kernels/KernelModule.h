@@ -1,7 +1,7 @@
 //===- KernelModule.h - the kpool kernel ABI as IR --------------*- C++ -*-===//
 //
 // Builds the module of the kpool kernels for one (element type, head_dim,
-// kpool): one `func.func` per kernel of kpool/Runtime/KernelABI.def, in
+// kpool): one `func.func` per kernel of kpool/ABI/KernelABI.def, in
 // buffer form over fully dynamic strided memrefs, tagged
 // `llvm.emit_c_interface`, whose body is the kpool op. The JIT
 // (KPoolRuntimeJit) and the ahead-of-time build (kpool-aot) both compile
@@ -11,7 +11,7 @@
 //
 // Every memref argument is a pointer to a strided memref descriptor
 // {allocated, aligned, offset, sizes[rank], strides[rank]} (see
-// kpool/Runtime/Descriptor.h); scalars are passed by value. U32 metadata is
+// kpool/ABI/Descriptor.h); scalars are passed by value. U32 metadata is
 // an i32 memref read as unsigned. kpool-aot's header wraps the entry points
 // as `<prefix>compress(const KPoolView *pooled, ...)` and so on.
 //
@@ -22,9 +22,9 @@
 #ifndef KPOOL_KERNELS_KERNELMODULE_H
 #define KPOOL_KERNELS_KERNELMODULE_H
 
-#include "kpool-c/View.h"
-#include "kpool/Runtime/KernelABI.h"
-#include "kpool/Runtime/KernelSet.h"
+#include "kpool/ABI/CacheFormat.h"
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/View.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -53,10 +53,6 @@ buildKernelModule(MLIRContext &context, KPoolElementType type, int64_t headDim,
                   int64_t kpool, llvm::StringRef prefix,
                   bool poolOffsetsOnly = false,
                   const ::kpool::CacheFormat &cache = {});
-
-/// Whether kernel `id` is one of the pool-cache kernels (`*_cache`), which
-/// a module has only for a cache format.
-bool isCacheKernel(::kpool::abi::KernelId id);
 
 /// Whether the module buildKernelModule builds with `poolOffsetsOnly` and
 /// `cache` has kernel `id`: the one rule its builder, the JIT and kpool-aot

@@ -13,7 +13,7 @@
 #ifndef KPOOL_RUNTIME_KERNELPACKS_H
 #define KPOOL_RUNTIME_KERNELPACKS_H
 
-#include "kpool/Runtime/KernelABI.h"
+#include "kpool/ABI/KernelABI.h"
 #include "kpool/Runtime/Status.h"
 
 #include <cstdint>

@@ -1,58 +1,46 @@
 //===- KernelSet.h - compiled kpool kernels on caller buffers ---*- C++ -*-===//
 //
-// A KernelSet holds the kpool kernels compiled once for one (element type,
-// head_dim, kpool, target) and runs them on caller-owned strided buffers.
-// Every call takes the caller's stream (CPU kernels ignore it; CUDA kernels
-// only enqueue on it: no synchronization, allocation, copy or module load on
-// a call's path). Host-side validation checks every operand's shape and, on
-// the CPU, the metadata before a kernel runs and reports the request and
-// field at fault; device-resident metadata is validated by an explicit call
-// on host copies (checkCompress, ...). The kernels' own guards are the last
-// line, not the first. Part of KPoolRuntimeCore (no
-// MLIR): kernels come precompiled (kpool-aot) or from a compiler registered
-// with registerKernelCompiler (the JIT, KPoolRuntimeJit).
+// A KernelSet holds the kpool kernels compiled once for one configuration
+// (element type, head_dim, kpool, target, pool-cache format) and runs them
+// on caller-owned strided buffers. A call takes the kernel's argument
+// struct (kpool/ABI/Args.h: one named field per operand, e.g.
+// CompressArgs), the caller's stream (CPU kernels ignore it; CUDA kernels
+// only enqueue on it: no synchronization, allocation, copy or module load
+// on a call's path) and a Validation. Host-side validation checks every
+// operand's shape and, on the CPU, the metadata before a kernel runs and
+// reports the request and field at fault; device-resident metadata is
+// validated by an explicit call on host copies (check). The kernels' own
+// guards are the last line, not the first. Every method is generated from
+// the kernel ABI table (kpool/ABI/KernelABI.def) and goes through one
+// generic call. Part of KPoolRuntimeCore (no MLIR): kernels come
+// precompiled (kpool-aot) or from a compiler registered with
+// registerKernelCompiler (the JIT, KPoolRuntimeJit).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KPOOL_RUNTIME_KERNELSET_H
 #define KPOOL_RUNTIME_KERNELSET_H
 
-#include "kpool/Runtime/KernelABI.h"
+#include "kpool/ABI/Args.h"
+#include "kpool/ABI/CacheFormat.h"
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/View.h"
 #include "kpool/Runtime/Status.h"
-#include "kpool/Runtime/View.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <vector>
 
 namespace kpool {
 
-/// Where the kernels run.
-enum class Target { CPU, CUDA };
+/// Where the kernels run. The underlying type is fixed, so any 32-bit
+/// value a C caller passes is a value of the enum (and rejected by
+/// validateConfig).
+enum class Target : int32_t { CPU = 0, CUDA = 1 };
 
-/// What the `*_cache` kernels store per pool (docs/pool-cache.md): no pool
-/// cache (the kernel set has no such kernels), entries of the element type,
-/// or FP8 (e4m3fn) codes with one f32 scale per entry.
-enum class CacheEntry { None, Element, FP8 };
-/// The rotation before a pool enters the cache (hadamard: head_dim a power
-/// of two).
-enum class CacheRotate { None, Hadamard };
-/// How an FP8 entry's scale is chosen.
-enum class CacheScale { Absmax, Pow2 };
-
-/// The pool-cache format of a kernel set's `*_cache` kernels (the
-/// `to_cache` destination, `rotate` and `scale` of their ops).
-struct CacheFormat {
-  CacheEntry entry = CacheEntry::None;
-  CacheRotate rotate = CacheRotate::None;
-  CacheScale scale = CacheScale::Absmax;
-
-  bool operator==(const CacheFormat &o) const {
-    return entry == o.entry && rotate == o.rotate && scale == o.scale;
-  }
-};
+/// "cpu" or "cuda"; null for a value that is not a target.
+const char *targetName(Target target);
 
 /// What a kernel set is compiled for.
 struct KernelConfig {
@@ -65,8 +53,8 @@ struct KernelConfig {
   /// CPU: channels per vector (see kpool-lower-to-llvm); 0 for scalar code.
   int64_t vectorSize = 16;
   /// Only the pool_offsets kernel, which depends on nothing but `kpool`
-  /// (the other three fail with an error): one small kernel to compile
-  /// when a caller only needs the scan. elementType and headDim are
+  /// (the other kernels fail with an error): one small kernel to compile
+  /// when a caller only needs the scan. elementType, headDim and cache are
   /// ignored.
   bool poolOffsetsOnly = false;
   /// With a format (entry not None), the set also has the pool-cache
@@ -81,12 +69,36 @@ struct KernelConfig {
   }
 };
 
-/// The caller's stream of a call and, optionally, its status word (see
-/// abi::Stream): every entry point takes one. CPU kernels ignore the stream
-/// and run before the call returns; CUDA kernels only enqueue on it. With
-/// `Stream(stream, &word)` the kernels record in `word` (device memory on
-/// the CUDA target) the smallest finding their guards meet.
-using Stream = abi::Stream;
+/// The one check of a configuration's values, which every layer (the C
+/// API, the Python package, kpool-aot, KernelSet::get) calls: the target,
+/// element type and cache format are values of their enums, head_dim >= 1,
+/// kpool in [1, 2^32] (positions are below 2^33, so no larger pool can
+/// complete), kpool x head_dim at most 2^40 (the elements of 'ape'),
+/// vector_size >= 0, and a hadamard rotation only for a power-of-two
+/// head_dim. The dialect's verifier checks the same attributes in IR.
+/// Messages start with "kernel set: " and name the field.
+Status validateConfig(const KernelConfig &config);
+
+/// The caller's stream of a call: a CUstream (or a framework's stream
+/// handle that is one) as an opaque pointer, and, optionally, the call's
+/// status word. Every call takes one. CPU kernels ignore the stream and run
+/// before the call returns. On the CUDA target null is CUDA's NULL stream
+/// of the current context (the legacy default stream, which orders with
+/// the context's blocking streams): the call enqueues there and still never
+/// synchronizes.
+///
+/// The status word (`Stream(stream, &word)`, null for none) is one uint64_t,
+/// 8-byte aligned, in the kernels' memory (device memory on the CUDA
+/// target) where the kernels record the first bad-metadata finding their
+/// guards meet, stream-ordered with the call (docs/semantics.md, "The status
+/// word"; decode it with kpool::statusWordError).
+struct Stream {
+  void *handle = nullptr;
+  uint64_t *status = nullptr;
+  constexpr Stream() = default;
+  constexpr explicit Stream(void *handle, uint64_t *status = nullptr)
+      : handle(handle), status(status) {}
+};
 
 /// The error the status word `word` holds (see Stream::status): success
 /// for 0, otherwise the request and field the kernels found at fault, in
@@ -102,17 +114,20 @@ Status statusWordError(uint64_t word);
 ///          kernel set), since reading it would be a host round trip.
 ///   Check  read and check the metadata; on a kernel set whose operands are
 ///          device memory this returns an error saying so, and launches
-///          nothing (validate host copies with checkCompress & co. first).
+///          nothing (validate host copies with KernelSet::check first).
 ///   Trust  shapes only; exists to test the kernels' own guards.
-enum class Validation { Auto, Check, Trust };
+enum class Validation : int32_t { Auto = 0, Check = 1, Trust = 2 };
+
+/// "auto", "check" or "trust"; null for a value that is not one.
+const char *validationName(Validation validation);
 
 /// The entry points of one configuration's kernels (the C interface of
-/// KernelABI.def, one field per kernel: compress, seedTail, ringClose,
-/// poolOffsets) and where their operands live.
+/// KernelABI.def, one field per kernel: compress, seedTail, ...) and where
+/// their operands live.
 struct KernelBackend {
-#define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)             \
   Name##Fn member = nullptr;
-#include "kpool/Runtime/KernelABI.def"
+#include "kpool/ABI/KernelABI.def"
   /// Operands are device memory (the CUDA target): calls never read
   /// metadata on the host, and Validation::Check is an error.
   bool deviceResident = false;
@@ -127,20 +142,20 @@ struct KernelBackend {
   /// backend from symbols by name (a JIT's lookup).
   void *entry(abi::KernelId id) const {
     switch (id) {
-#define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)             \
   case abi::KernelId::Name:                                                    \
     return reinterpret_cast<void *>(member);
-#include "kpool/Runtime/KernelABI.def"
+#include "kpool/ABI/KernelABI.def"
     }
     return nullptr;
   }
   void setEntry(abi::KernelId id, void *fn) {
     switch (id) {
-#define KPOOL_KERNEL(name, Name, member, geometry, OPERANDS)                   \
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)             \
   case abi::KernelId::Name:                                                    \
     member = reinterpret_cast<Name##Fn>(fn);                                   \
     break;
-#include "kpool/Runtime/KernelABI.def"
+#include "kpool/ABI/KernelABI.def"
     }
   }
 };
@@ -157,22 +172,30 @@ void registerKernelCompiler(Target target, KernelCompiler compiler);
 
 class KernelSetImpl;
 
-/// The four kernels for one configuration. Thread-safe to call concurrently
-/// on disjoint outputs.
+/// The kernels of one configuration. Thread-safe to call concurrently on
+/// disjoint outputs.
+///
+///   kpool::CompressArgs a{};
+///   a.pooled = pooled;  a.k = k;  a.gate = gate;  a.ape = ape;
+///   a.input_row_offsets = iro;  a.pool_row_offsets = pro;
+///   a.cache_lengths = lengths;
+///   kpool::Status s = kernels->compress(a, kpool::Stream(stream, &word));
 class KernelSet {
 public:
-  /// Returns the kernel set for `config`: precompiled kernels registered
-  /// for it if any, otherwise kernels compiled on first use by the compiler
-  /// registered for its target (registerKernelCompiler; the CPU JIT
-  /// registers with kpool::registerJitCompiler()). Cached for the life of
-  /// the process. On failure returns null and sets `status`. Compiling a
-  /// configuration blocks only the callers of that configuration: calls
-  /// for configurations already compiled (or compiling) go on meanwhile.
+  /// Returns the kernel set for `config` (checked by validateConfig):
+  /// precompiled kernels registered for it if any, otherwise kernels
+  /// compiled on first use by the compiler registered for its target
+  /// (registerKernelCompiler; the CPU JIT registers with
+  /// kpool::registerJitCompiler()). Cached for the life of the process:
+  /// every caller of one configuration shares one set. On failure returns
+  /// null and sets `status`. Compiling a configuration blocks only the
+  /// callers of that configuration: calls for configurations already
+  /// compiled (or compiling) go on meanwhile.
   static std::shared_ptr<KernelSet> get(const KernelConfig &config,
                                         Status &status);
 
   /// Like `get`, but only ever uses precompiled kernels, never a
-  /// registered compiler. The GPU kernels come this way.
+  /// registered compiler.
   static std::shared_ptr<KernelSet> getPrecompiled(const KernelConfig &config,
                                                    Status &status);
 
@@ -183,171 +206,38 @@ public:
 
   const KernelConfig &config() const;
 
-  // Operands are in the production kernels' order: outputs first, then the
-  // inputs in the order of the op's `ins`, then the caller's Stream (with
-  // its optional status word). The overloads without a stream pass a null
-  // one, with no status word (see abi::Stream).
-
-  /// kpool.compress: pooled[pool_row_offsets[b] + j] for each pool j made
-  /// only of request b's tokens in this call. `pooled` is capacity-shaped:
-  /// any number of rows (launch geometry never depends on metadata).
-  Status compress(const View &pooled, const View &k, const View &gate,
-                  const View &ape, const View &inputRowOffsets,
-                  const View &poolRowOffsets, const View &cacheLengths,
-                  Stream stream,
-                  Validation validation = Validation::Auto) const;
-  Status compress(const View &pooled, const View &k, const View &gate,
-                  const View &ape, const View &inputRowOffsets,
-                  const View &poolRowOffsets, const View &cacheLengths,
-                  Validation validation = Validation::Auto) const {
-    return compress(pooled, k, gate, ape, inputRowOffsets, poolRowOffsets, cacheLengths, Stream(), validation);
-  }
-
-  /// kpool.seed_tail: stashes trailing members of open pools into `tail`.
-  Status seedTail(const View &tail, const View &k, const View &gate,
-                  const View &inputRowOffsets, const View &cacheLengths,
-                  const View &slotIdx, int32_t numRequests,
-                  Stream stream,
-                  Validation validation = Validation::Auto) const;
-  Status seedTail(const View &tail, const View &k, const View &gate,
-                  const View &inputRowOffsets, const View &cacheLengths,
-                  const View &slotIdx, int32_t numRequests,
-                  Validation validation = Validation::Auto) const {
-    return seedTail(tail, k, gate, inputRowOffsets, cacheLengths, slotIdx, numRequests, Stream(), validation);
-  }
-
-  /// kpool.ring_close: closes the pool the ring holds open per request.
-  Status ringClose(const View &pooled, const View &closedPool, const View &tail,
-                   const View &k, const View &gate, const View &ape,
-                   const View &inputRowOffsets, const View &cacheLengths,
-                   const View &slotIdx, int32_t numRequests,
-                  Stream stream,
-                  Validation validation = Validation::Auto) const;
-  Status ringClose(const View &pooled, const View &closedPool, const View &tail,
-                   const View &k, const View &gate, const View &ape,
-                   const View &inputRowOffsets, const View &cacheLengths,
-                   const View &slotIdx, int32_t numRequests,
-                  Validation validation = Validation::Auto) const {
-    return ringClose(pooled, closedPool, tail, k, gate, ape, inputRowOffsets,
-                     cacheLengths, slotIdx, numRequests, Stream(), validation);
-  }
-
-  /// kpool.pool_offsets: the exclusive prefix sum of full-pool counts.
-  Status poolOffsets(const View &poolRowOffsets, const View &inputRowOffsets,
-                     const View &cacheLengths,
-                  Stream stream,
-                  Validation validation = Validation::Auto) const;
-  Status poolOffsets(const View &poolRowOffsets, const View &inputRowOffsets,
-                     const View &cacheLengths,
-                  Validation validation = Validation::Auto) const {
-    return poolOffsets(poolRowOffsets, inputRowOffsets, cacheLengths, Stream(), validation);
-  }
-
-  /// kpool.step, the fused serving step: ring_close, pool_offsets, compress
-  /// and seed_tail in one kernel, with what the four calls produce.
-  /// `closed` [B, head_dim] and `closedPool` [B] are ring_close's outputs,
-  /// `poolRowOffsets` [B+1] pool_offsets', `pooled` compress's
-  /// (capacity-shaped: a call of T tokens completes at most
-  /// floor(T / kpool) + B pools; validation rejects fewer rows than the
-  /// call's pools) and `tail` the ring, read and written. Validation makes
-  /// one pass over the metadata for the whole step.
-  Status step(const View &closed, const View &closedPool,
-              const View &poolRowOffsets, const View &pooled, const View &tail,
-              const View &k, const View &gate, const View &ape,
-              const View &inputRowOffsets, const View &cacheLengths,
-              const View &slotIdx, int32_t numRequests, Stream stream,
+  /// Runs kernel `id` on `args`, a pointer to its argument struct
+  /// (KPool<Name>Args): validation (see Validation), then the kernel on
+  /// `stream`. What every generated method below calls; it marshals the
+  /// struct by the ABI table. A call that fails writes none of its outputs.
+  Status call(abi::KernelId id, const void *args, Stream stream = Stream(),
               Validation validation = Validation::Auto) const;
-  Status step(const View &closed, const View &closedPool,
-              const View &poolRowOffsets, const View &pooled, const View &tail,
-              const View &k, const View &gate, const View &ape,
-              const View &inputRowOffsets, const View &cacheLengths,
-              const View &slotIdx, int32_t numRequests,
-              Validation validation = Validation::Auto) const {
-    return step(closed, closedPool, poolRowOffsets, pooled, tail, k, gate, ape,
-                inputRowOffsets, cacheLengths, slotIdx, numRequests, Stream(),
-                validation);
+
+  /// Host-side validation as an explicit call: the checks Validation::Check
+  /// makes, on metadata views in host memory (a GPU engine's host copies of
+  /// what it will upload); the other views are only read for their shapes,
+  /// so they may be device memory. Launches nothing.
+  Status check(abi::KernelId id, const void *args) const;
+
+  // One method per kernel of the ABI table, and one `check` overload (what
+  // each op computes: KernelABI.def and docs/semantics.md):
+  //   Status compress(const CompressArgs &, Stream = {}, Validation = Auto);
+  //   Status check(const CompressArgs &);
+  // and so on for seedTail, ringClose, poolOffsets, step, compressCache,
+  // ringCloseCache and stepCache. The pool-cache kernels need a set
+  // created with a CacheFormat.
+#define KPOOL_KERNEL(name, Name, member, Base, geometry, OPERANDS)             \
+  Status member(const Name##Args &args, Stream stream = Stream(),              \
+                Validation validation = Validation::Auto) const {              \
+    return call(abi::KernelId::Name, &args, stream, validation);               \
+  }                                                                            \
+  Status member(const Name##Args &args, Validation validation) const {         \
+    return call(abi::KernelId::Name, &args, Stream(), validation);             \
+  }                                                                            \
+  Status check(const Name##Args &args) const {                                 \
+    return check(abi::KernelId::Name, &args);                                  \
   }
-
-  // The pool-cache kernels (a set created with a CacheFormat): each is its
-  // op above with every pool it produces also stored, in the same kernel,
-  // into entry (block_table[b, p / page_size], p mod page_size) of
-  // `cacheKeys` [N, page_size, head_dim] (the element type, or FP8 bytes)
-  // and, for FP8, `cacheScales` [N, page_size] f32 (ignored, any view, for
-  // entries of the element type). `blockTable` is [B, pages per request]
-  // uint32 (-1 padding). Validation also checks, per request, that every
-  // pool the call stores has a page in the table, below N, that no two
-  // pools store into one entry, and the views' shapes.
-
-  Status compressCache(const View &pooled, const View &cacheKeys,
-                       const View &cacheScales, const View &k,
-                       const View &gate, const View &ape,
-                       const View &inputRowOffsets,
-                       const View &poolRowOffsets, const View &cacheLengths,
-                       const View &blockTable, Stream stream = Stream(),
-                       Validation validation = Validation::Auto) const;
-  Status ringCloseCache(const View &pooled, const View &closedPool,
-                        const View &cacheKeys, const View &cacheScales,
-                        const View &tail, const View &k, const View &gate,
-                        const View &ape, const View &inputRowOffsets,
-                        const View &cacheLengths, const View &slotIdx,
-                        int32_t numRequests, const View &blockTable,
-                        Stream stream = Stream(),
-                        Validation validation = Validation::Auto) const;
-  Status stepCache(const View &closed, const View &closedPool,
-                   const View &poolRowOffsets, const View &pooled,
-                   const View &tail, const View &cacheKeys,
-                   const View &cacheScales, const View &k, const View &gate,
-                   const View &ape, const View &inputRowOffsets,
-                   const View &cacheLengths, const View &slotIdx,
-                   int32_t numRequests, const View &blockTable,
-                   Stream stream = Stream(),
-                   Validation validation = Validation::Auto) const;
-
-  // Host-side validation as an explicit call: the checks Validation::Check
-  // makes, on metadata views in host memory (a GPU engine's host copies of
-  // what it will upload); the other views are only read for their shapes,
-  // so they may be device memory. Launch nothing.
-  Status checkCompress(const View &pooled, const View &k, const View &gate,
-                  const View &ape, const View &inputRowOffsets,
-                  const View &poolRowOffsets, const View &cacheLengths) const;
-  Status checkSeedTail(const View &tail, const View &k, const View &gate,
-                  const View &inputRowOffsets, const View &cacheLengths,
-                  const View &slotIdx, int32_t numRequests) const;
-  Status checkRingClose(const View &pooled, const View &closedPool, const View &tail,
-                   const View &k, const View &gate, const View &ape,
-                   const View &inputRowOffsets, const View &cacheLengths,
-                   const View &slotIdx, int32_t numRequests) const;
-  Status checkPoolOffsets(const View &poolRowOffsets, const View &inputRowOffsets,
-                     const View &cacheLengths) const;
-  Status checkStep(const View &closed, const View &closedPool,
-                   const View &poolRowOffsets, const View &pooled,
-                   const View &tail, const View &k, const View &gate,
-                   const View &ape, const View &inputRowOffsets,
-                   const View &cacheLengths, const View &slotIdx,
-                   int32_t numRequests) const;
-  Status checkCompressCache(const View &pooled, const View &cacheKeys,
-                            const View &cacheScales, const View &k,
-                            const View &gate, const View &ape,
-                            const View &inputRowOffsets,
-                            const View &poolRowOffsets,
-                            const View &cacheLengths,
-                            const View &blockTable) const;
-  Status checkRingCloseCache(const View &pooled, const View &closedPool,
-                             const View &cacheKeys, const View &cacheScales,
-                             const View &tail, const View &k,
-                             const View &gate, const View &ape,
-                             const View &inputRowOffsets,
-                             const View &cacheLengths, const View &slotIdx,
-                             int32_t numRequests,
-                             const View &blockTable) const;
-  Status checkStepCache(const View &closed, const View &closedPool,
-                        const View &poolRowOffsets, const View &pooled,
-                        const View &tail, const View &cacheKeys,
-                        const View &cacheScales, const View &k,
-                        const View &gate, const View &ape,
-                        const View &inputRowOffsets, const View &cacheLengths,
-                        const View &slotIdx, int32_t numRequests,
-                        const View &blockTable) const;
+#include "kpool/ABI/KernelABI.def"
 
   /// Loads what the kernels need in the context of `stream` (GPU modules),
   /// so that no later call loads anything: call it before capturing calls
@@ -357,6 +247,10 @@ public:
 
   /// Whether the kernels' operands are device memory.
   bool deviceResident() const;
+
+  /// Whether the set has kernel `id` (a pool-offsets-only set has only
+  /// pool_offsets; the `*_cache` kernels need a cache format).
+  bool hasKernel(abi::KernelId id) const;
 
   ~KernelSet();
 

@@ -7,10 +7,11 @@
 #ifndef KPOOL_RUNTIME_RUNTIME_H
 #define KPOOL_RUNTIME_RUNTIME_H
 
-#include "kpool/Runtime/KernelABI.h"
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/StatusWord.h"
+#include "kpool/ABI/View.h"
 #include "kpool/Runtime/KernelSet.h"
 #include "kpool/Runtime/PoolStore.h"
 #include "kpool/Runtime/Status.h"
-#include "kpool/Runtime/View.h"
 
 #endif // KPOOL_RUNTIME_RUNTIME_H

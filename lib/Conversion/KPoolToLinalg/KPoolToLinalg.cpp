@@ -11,8 +11,8 @@
 
 #include "kpool/Conversion/KPoolToLinalg/KPoolToLinalg.h"
 
+#include "kpool/ABI/StatusWord.h"
 #include "kpool/Dialect/KPool/IR/KPoolOps.h"
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
 #include "kpool/Dialect/KPool/Utils/Metadata.h"
 #include "kpool/Dialect/KPool/Utils/Pooling.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

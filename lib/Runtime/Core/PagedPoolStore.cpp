@@ -271,14 +271,12 @@ Status PagedPoolStoreImpl::step(const View &k, const View &gate,
     std::copy_n(own.begin(), std::min<size_t>(own.size(), size_t(width)),
                 table.begin() + b * size_t(width));
   }
-  View tableView = denseView(table.data(), {int64_t(batch), width});
-  View keys = keysView(), scales = scalesView();
-
   // The one kernel call: kpool.step with to_cache.
-  Status st = core.kernelSet->stepCache(
-      s.closedRowsView, s.closedView, s.proView, s.pooledView, s.ringView, keys,
-      scales, k, gate, s.apeView, s.iroView, s.cacheView, s.slotView,
-      s.numRequests, tableView);
+  StepCacheArgs a = abi::withCache<StepCacheArgs>(s.args);
+  a.cache_keys = keysView();
+  a.cache_scales = scalesView();
+  a.block_table = denseView(table.data(), {int64_t(batch), width});
+  Status st = core.kernelSet->stepCache(a);
   if (!st.ok()) {
     // Give the pages back, last taken first.
     for (auto it = taken.rbegin(); it != taken.rend(); ++it) {

@@ -99,11 +99,7 @@ Status PoolStoreImpl::step(const View &k, const View &gate,
 
   // The one kernel call: ring_close, pool_offsets, compress and seed_tail
   // (kpool.step).
-  if (Status st = core.kernelSet->step(s.closedRowsView, s.closedView,
-                                       s.proView, s.pooledView, s.ringView, k,
-                                       gate, s.apeView, s.iroView, s.cacheView,
-                                       s.slotView, s.numRequests);
-      !st.ok())
+  if (Status st = core.kernelSet->step(s.args); !st.ok())
     return st;
 
   // Pools complete in id order: the ring's pool first, then compress's.

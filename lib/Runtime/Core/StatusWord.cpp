@@ -1,6 +1,6 @@
 //===- StatusWord.cpp - decoding the kernels' status word -----------------===//
 //
-// The host side of the status word (kpool/Dialect/KPool/IR/StatusWord.h):
+// The host side of the status word (kpool/ABI/StatusWord.h):
 // the message a word's finding stands for, in the words host validation
 // uses for the same mistake.
 //
@@ -8,8 +8,8 @@
 
 #include "kpool/Runtime/KernelSet.h"
 
-#include "kpool/Dialect/KPool/IR/StatusWord.h"
-#include "kpool/Runtime/KernelExtents.h"
+#include "kpool/ABI/KernelABI.h"
+#include "kpool/ABI/StatusWord.h"
 
 #include <cstdio>
 
@@ -42,18 +42,20 @@ Status kpool::statusWordError(uint64_t word) {
                          " holds no finding the kernels record (finding " +
                          std::to_string(finding) + ")");
   if (finding == uint8_t(status::Finding::Extent)) {
-    const char *operand = abi::operandName(int(status::extentOperandOf(word)));
+    uint64_t id = status::extentOperandOf(word);
     unsigned dim = status::extentDimOf(word);
-    std::string name =
-        operand ? "'" + std::string(operand) + "'"
-                : "operand " + std::to_string(status::extentOperandOf(word));
+    const char *operand = abi::operandName(int64_t(id));
+    std::string name = operand ? "'" + std::string(operand) + "'"
+                               : "operand " + std::to_string(id);
     std::string what =
         dim == status::kExtentRank ? name + " has the wrong rank (or is null)"
         : dim == status::kExtentData
             ? name + " has elements but no data pointer"
             : name + "'s extent in dimension " + std::to_string(dim) +
-                  " contradicts the op (the other operands' extents) or "
-                  "the kernels' configuration (head_dim, kpool)";
+                  " contradicts the op (the other operands' extents) or the "
+                  "kernels' configuration (head_dim, kpool)";
+    // Recorded by kpool-aot's raw entry points, which check every view
+    // before the launch.
     return Status::error(what +
                          " (found before the launch, nothing was read "
                          "or written; status word " +

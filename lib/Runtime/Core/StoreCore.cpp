@@ -107,7 +107,6 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
   ledger.cacheLengths(slots, s.cache);
   s.pro.assign(batch + 1, 0);
   s.closed.assign(batch, -1);
-  s.numRequests = static_cast<int32_t>(batch);
   // The rows of `k` bound every request's tokens once validated, so a call
   // of T rows completes at most floor(T / K) + B pools of its own tokens
   // (plus one per request from the ring, which goes to `closed`). The
@@ -118,25 +117,26 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
     capacity += std::clamp<int64_t>(s.tokens(b), 0, kRows) / c.kpool + 1;
   s.capacity = std::min(capacity, bound);
 
-  s.iroView = denseView(s.iro.data(), {batch + 1});
-  s.slotView = denseView(s.slots.data(), {batch});
-  s.cacheView = denseView(s.cache.data(), {batch});
-  s.proView = denseView(s.pro.data(), {batch + 1});
-  s.closedView = denseView(s.closed.data(), {batch});
-  s.apeView = denseView(ape.data(), {c.kpool, c.headDim});
-  s.ringView = ringView();
+  StepArgs &a = s.args;
+  a = StepArgs{};
+  a.k = k;
+  a.gate = gate;
+  a.input_row_offsets = denseView(s.iro.data(), {batch + 1});
+  a.slot_idx = denseView(s.slots.data(), {batch});
+  a.cache_lengths = denseView(s.cache.data(), {batch});
+  a.pool_row_offsets = denseView(s.pro.data(), {batch + 1});
+  a.closed_pool = denseView(s.closed.data(), {batch});
+  a.ape = denseView(ape.data(), {c.kpool, c.headDim});
+  a.tail = ringView();
+  a.num_requests = static_cast<int32_t>(batch);
   // Validation reads shapes and metadata, never the outputs' data: it runs
   // on views of a placeholder, before the outputs are allocated.
   static uint8_t placeholder[16];
-  s.closedRowsView = denseView(placeholder, {batch, c.headDim});
-  s.pooledView = denseView(placeholder, {s.capacity, c.headDim});
+  a.closed = denseView(placeholder, {batch, c.headDim});
+  a.pooled = denseView(placeholder, {s.capacity, c.headDim});
   // The one check both stores make before anything changes (the paged
   // store before it takes pages): the fused step's host validation.
-  if (Status st = kernelSet->checkStep(s.closedRowsView, s.closedView,
-                                       s.proView, s.pooledView, s.ringView, k,
-                                       gate, s.apeView, s.iroView, s.cacheView,
-                                       s.slotView, s.numRequests);
-      !st.ok())
+  if (Status st = kernelSet->check(a); !st.ok())
     return st;
   if (Status st = ledger.checkGrowth(iro, slots); !st.ok())
     return st;
@@ -146,8 +146,8 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
     return Status::error("step: out of memory (" +
                          std::to_string(closedBytes + pooledBytes) +
                          " bytes for the step's pooled rows)");
-  s.closedRowsView.data = s.closedRows.data.get();
-  s.pooledView.data = s.pooled.data.get();
+  a.closed.data = s.closedRows.data.get();
+  a.pooled.data = s.pooled.data.get();
   return Status();
 }
 

@@ -72,9 +72,9 @@ public:
     std::vector<int32_t> closed;
     Scratch closedRows, pooled;
     int64_t capacity = 0;
-    View iroView, slotView, cacheView, proView, closedView, closedRowsView,
-        pooledView, apeView, ringView;
-    int32_t numRequests = 0;
+    /// The fused step's operands over the vectors above, the ring, `ape`
+    /// and the call's `k` and `gate`.
+    StepArgs args{};
     /// Tokens request b brings.
     int64_t tokens(size_t b) const { return int64_t(iro[b + 1]) - iro[b]; }
   };

@@ -19,16 +19,14 @@ static std::string formatShape(const int64_t *sizes, int64_t rank) {
 }
 
 Status Validator::shapeError(const char *name, const View &view,
-                             std::initializer_list<int64_t> expected,
+                             const int64_t *expected, size_t expectedRank,
                              const char *what) {
-  int64_t rank = static_cast<int64_t>(expected.size());
+  int64_t rank = static_cast<int64_t>(expectedRank);
   bool ok = view.rank == rank;
-  int64_t elements = 1, i = 0;
+  int64_t elements = 1;
   bool overflow = false;
-  for (int64_t e : expected) {
-    if (!ok)
-      break;
-    int64_t size = view.sizes[i++];
+  for (int64_t i = 0; ok && i < rank; ++i) {
+    int64_t e = expected[i], size = view.sizes[i];
     ok = size >= 0 && (e < 0 || size == e);
     if (ok)
       overflow |= __builtin_mul_overflow(elements, size, &elements);
@@ -47,15 +45,43 @@ Status Validator::shapeError(const char *name, const View &view,
   // Only a failure pays for the message.
   std::ostringstream os;
   os << "'" << name << "' must have shape [";
-  i = 0;
-  for (int64_t e : expected)
-    os << (i++ ? ", " : "") << (e < 0 ? std::string("?") : std::to_string(e));
+  for (int64_t i = 0; i < rank; ++i)
+    os << (i ? ", " : "")
+       << (expected[i] < 0 ? std::string("?") : std::to_string(expected[i]));
   os << "] (" << what << "), got ";
   if (view.rank != rank)
     os << "rank " << view.rank;
   else
     os << formatShape(view.sizes, rank);
   return error(os.str());
+}
+
+Status Validator::tableShape(const char *name, const View &view,
+                             const char *shape) {
+  int64_t expected[KPOOL_MAX_RANK];
+  size_t rank = 0;
+  // Each dimension: 'D', 'K', a number, or any extent ('?', or a letter
+  // naming an extent the op's operands share, which the op's own rules
+  // check).
+  for (const char *c = shape; *c && rank < KPOOL_MAX_RANK; ++rank) {
+    const char *end = c;
+    while (*end && *end != 'x')
+      ++end;
+    if (end - c == 1 && *c == 'D')
+      expected[rank] = geometry.headDim;
+    else if (end - c == 1 && *c == 'K')
+      expected[rank] = geometry.kpool;
+    else if (*c >= '0' && *c <= '9')
+      for (expected[rank] = 0; c != end; ++c)
+        expected[rank] = expected[rank] * 10 + (*c - '0');
+    else
+      expected[rank] = -1;
+    c = *end ? end + 1 : end;
+  }
+  if (shapeMatches(view, expected, rank))
+    return Status();
+  std::string what = std::string(shape) + " in the kernel ABI";
+  return shapeError(name, view, expected, rank, what.c_str());
 }
 
 Status Validator::batch(const char *name, const View &view, int64_t &batch) {

@@ -13,10 +13,18 @@
 #ifndef KPOOL_LIB_RUNTIME_VALIDATION_H
 #define KPOOL_LIB_RUNTIME_VALIDATION_H
 
+#include "kpool/ABI/View.h"
 #include "kpool/Runtime/Status.h"
-#include "kpool/Runtime/View.h"
 
 #include <vector>
+
+/// Returns the Status `expr` when it is an error.
+#define KPOOL_TRY(expr)                                                        \
+  do {                                                                         \
+    Status s_ = (expr);                                                        \
+    if (!s_.ok())                                                              \
+      return s_;                                                               \
+  } while (false)
 
 namespace kpool::detail {
 
@@ -85,10 +93,15 @@ public:
   /// a call checks a dozen shapes, and only a failure leaves the header.
   Status shape(const char *name, const View &view,
                std::initializer_list<int64_t> expected, const char *what) {
-    if (shapeMatches(view, expected))
+    if (shapeMatches(view, expected.begin(), expected.size()))
       return Status();
-    return shapeError(name, view, expected, what);
+    return shapeError(name, view, expected.begin(), expected.size(), what);
   }
+  /// The shape a kernel ABI shape string gives (e.g. "TxD": 'D' head_dim,
+  /// 'K' kpool, a number, else any extent: '?', or a letter naming an
+  /// extent the op's operands share, which the op's rules check; see
+  /// KernelABI.def).
+  Status tableShape(const char *name, const View &view, const char *shape);
   /// A 1-D per-request operand (cache_lengths): its length is the batch
   /// size, below 2^31. Sets `batch`.
   Status batch(const char *name, const View &view, int64_t &batch);
@@ -130,13 +143,13 @@ private:
   /// What shape() accepts: the rank and extents, at most 2^60 elements (a
   /// view's element offsets and byte sizes are 64-bit), and a data pointer
   /// when there are elements.
-  static bool shapeMatches(const View &view,
-                           std::initializer_list<int64_t> expected) {
-    if (view.rank != static_cast<int64_t>(expected.size()))
+  static bool shapeMatches(const View &view, const int64_t *expected,
+                           size_t rank) {
+    if (view.rank != static_cast<int64_t>(rank))
       return false;
-    int64_t elements = 1, i = 0;
-    for (int64_t e : expected) {
-      int64_t size = view.sizes[i++];
+    int64_t elements = 1;
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t e = expected[i], size = view.sizes[i];
       if (size < 0 || (e >= 0 && size != e) ||
           __builtin_mul_overflow(elements, size, &elements))
         return false;
@@ -145,7 +158,7 @@ private:
   }
   /// The error shape() returns when shapeMatches() fails.
   Status shapeError(const char *name, const View &view,
-                    std::initializer_list<int64_t> expected, const char *what);
+                    const int64_t *expected, size_t rank, const char *what);
 
   const char *op;
   Geometry geometry;

@@ -14,7 +14,12 @@
 enum { D = 4096, K = 2, B = 64, T = B * K };
 int main(void) {
   KPoolKernelSet *ks;
-  KPoolError *e = kpoolKernelSetCreate(KPOOL_F32, D, K, true, 16, &ks);
+  KPoolKernelConfig config = kpoolKernelConfigDefault();
+  config.elementType = KPOOL_F32;
+  config.headDim = D;
+  config.kpool = K;
+  config.openmp = true;
+  KPoolError *e = kpoolKernelSetCreate(&config, &ks);
   if (e) { printf("%s\n", kpoolErrorMessage(e)); return 1; }
   float *k = malloc(sizeof(float) * T * D), *g = malloc(sizeof(float) * T * D);
   for (int r = 0; r < T; ++r)
@@ -23,12 +28,18 @@ int main(void) {
   uint32_t iro[B + 1], cache[B], slots[B];
   for (int b = 0; b <= B; ++b) iro[b] = b * K;
   for (int b = 0; b < B; ++b) { cache[b] = 0; slots[b] = 0; }
-  KPoolView vt = {tail, 4, {1, 2, K, D}, {2 * K * D, K * D, D, 1}};
-  KPoolView vk = {k, 2, {T, D}, {D, 1}}, vg = {g, 2, {T, D}, {D, 1}};
-  KPoolView vi = {iro, 1, {B + 1}, {1}}, vc = {cache, 1, {B}, {1}}, vs = {slots, 1, {B}, {1}};
+  KPoolSeedTailArgs a = {0};
+  a.tail = (KPoolView){tail, 4, {1, 2, K, D}, {2 * K * D, K * D, D, 1}};
+  a.k = (KPoolView){k, 2, {T, D}, {D, 1}};
+  a.gate = (KPoolView){g, 2, {T, D}, {D, 1}};
+  a.input_row_offsets = (KPoolView){iro, 1, {B + 1}, {1}};
+  a.cache_lengths = (KPoolView){cache, 1, {B}, {1}};
+  a.slot_idx = (KPoolView){slots, 1, {B}, {1}};
+  a.num_requests = B;
+  KPoolCallOptions trust = {NULL, NULL, KPOOL_VALIDATION_TRUST};
   int torn = 0, runs = 2000;
   for (int it = 0; it < runs; ++it) {
-    e = kpoolSeedTail(ks, &vt, &vk, &vg, &vi, &vc, &vs, B, NULL, /*validate=*/false);
+    e = kpoolSeedTail(ks, &a, &trust);
     if (e) { printf("%s\n", kpoolErrorMessage(e)); return 1; }
     for (int row = 0; row < 2 * K; ++row)
       for (int d = 1; d < D; ++d)

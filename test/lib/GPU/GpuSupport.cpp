@@ -3,6 +3,7 @@
 #include "GPU/GpuSupport.h"
 
 #include "Reference/Float.h"
+#include "Support/ArgsByName.h"
 #include "kpool/Runtime/PoolStore.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <cuda.h> // the driver check opens it with dlopen; graphs link it
 #include <dlfcn.h>
 
@@ -608,29 +610,49 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
   }
   Tensor proHostT(4, {B + 1});
   proHostT.fill(0, bytesOf(proHost));
+  // Each op's arguments from the call's operands by their table names, on
+  // the host copies (to check) or on the device; ring_close's `pooled` is
+  // the step's `closed`, and compress checks the host count of its
+  // pool_row_offsets.
+  auto args = [&](auto proto, bool host) {
+    using A = decltype(proto);
+    auto v = [&](Tensor &t) { return host ? t.hostView() : t.deviceView(); };
+    A a = test::argsByName<A>({{"closed", v(closedRows)},
+                               {"closed_pool", v(closedT)},
+                               {"pool_row_offsets", v(proT)},
+                               {"pooled", v(pooledT)},
+                               {"tail", v(ring)},
+                               {"k", v(kT)},
+                               {"gate", v(gT)},
+                               {"ape", v(apeT)},
+                               {"input_row_offsets", v(iroT)},
+                               {"cache_lengths", v(cacheT)},
+                               {"slot_idx", v(slotT)}},
+                              int32_t(B));
+    if (std::is_same_v<A, RingCloseArgs>)
+      a = test::with(a, {{"pooled", v(closedRows)}});
+    if (std::is_same_v<A, CompressArgs> && host)
+      a = test::with(a, {{"pool_row_offsets", proHostT.hostView()}});
+    return a;
+  };
+  auto stepArgs = [&](bool host) { return args(StepArgs{}, host); };
+  auto ringCloseArgs = [&](bool host) { return args(RingCloseArgs{}, host); };
+  auto poolOffsetsArgs = [&](bool host) {
+    return args(PoolOffsetsArgs{}, host);
+  };
+  auto compressArgs = [&](bool host) { return args(CompressArgs{}, host); };
+  auto seedTailArgs = [&](bool host) { return args(SeedTailArgs{}, host); };
   Status s;
   if (fused)
-    s = kernels.checkStep(closedRows.hostView(), closedT.hostView(),
-                          proT.hostView(), pooledT.hostView(), ring.hostView(),
-                          kT.hostView(), gT.hostView(), apeT.hostView(),
-                          iroT.hostView(), cacheT.hostView(),
-                          slotT.hostView(), int32_t(B));
+    s = kernels.check(stepArgs(true));
   if (!fused)
-    s = kernels.checkRingClose(
-      closedRows.hostView(), closedT.hostView(), ring.hostView(),
-      kT.hostView(), gT.hostView(), apeT.hostView(), iroT.hostView(),
-      cacheT.hostView(), slotT.hostView(), int32_t(B));
+    s = kernels.check(ringCloseArgs(true));
   if (s.ok() && !fused)
-    s = kernels.checkPoolOffsets(proT.hostView(), iroT.hostView(),
-                                 cacheT.hostView());
+    s = kernels.check(poolOffsetsArgs(true));
   if (s.ok() && !fused)
-    s = kernels.checkCompress(pooledT.hostView(), kT.hostView(),
-                              gT.hostView(), apeT.hostView(), iroT.hostView(),
-                              proHostT.hostView(), cacheT.hostView());
+    s = kernels.check(compressArgs(true));
   if (s.ok() && !fused)
-    s = kernels.checkSeedTail(ring.hostView(), kT.hostView(), gT.hostView(),
-                              iroT.hostView(), cacheT.hostView(),
-                              slotT.hostView(), int32_t(B));
+    s = kernels.check(seedTailArgs(true));
   if (!s.ok())
     return s;
   for (Tensor *t : {&kT, &gT, &iroT, &cacheT, &slotT, &proT, &closedT,
@@ -641,35 +663,22 @@ Status DeviceSchedule::step(const std::vector<int64_t> &counts, int64_t *pools,
   // calls only enqueue on the stream.
   Stream on(stream);
   if (fused)
-    s = kernels.step(closedRows.deviceView(), closedT.deviceView(),
-                     proT.deviceView(), pooledT.deviceView(), ring.deviceView(),
-                     kT.deviceView(), gT.deviceView(), apeT.deviceView(),
-                     iroT.deviceView(), cacheT.deviceView(),
-                     slotT.deviceView(), int32_t(B), on);
+    s = kernels.step(stepArgs(false), on);
   if (!s.ok())
     return s;
   if (!fused) {
-  s = kernels.ringClose(closedRows.deviceView(), closedT.deviceView(),
-                        ring.deviceView(), kT.deviceView(), gT.deviceView(),
-                        apeT.deviceView(), iroT.deviceView(),
-                        cacheT.deviceView(), slotT.deviceView(), int32_t(B),
-                        on);
-  if (!s.ok())
-    return s;
-  s = kernels.poolOffsets(proT.deviceView(), iroT.deviceView(),
-                          cacheT.deviceView(), on);
-  if (!s.ok())
-    return s;
-  s = kernels.compress(pooledT.deviceView(), kT.deviceView(), gT.deviceView(),
-                       apeT.deviceView(), iroT.deviceView(), proT.deviceView(),
-                       cacheT.deviceView(), on);
-  if (!s.ok())
-    return s;
-  s = kernels.seedTail(ring.deviceView(), kT.deviceView(), gT.deviceView(),
-                       iroT.deviceView(), cacheT.deviceView(),
-                       slotT.deviceView(), int32_t(B), on);
-  if (!s.ok())
-    return s;
+    s = kernels.ringClose(ringCloseArgs(false), on);
+    if (!s.ok())
+      return s;
+    s = kernels.poolOffsets(poolOffsetsArgs(false), on);
+    if (!s.ok())
+      return s;
+    s = kernels.compress(compressArgs(false), on);
+    if (!s.ok())
+      return s;
+    s = kernels.seedTail(seedTailArgs(false), on);
+    if (!s.ok())
+      return s;
   }
 
   std::vector<uint8_t> proImage = proT.download(stream);
@@ -755,10 +764,15 @@ DeviceSchedule::checkAgainstOneShot(const std::string &prefix) const {
     apeHost.fill(0, bytesOf(ape));
     for (Tensor *t : {&kT, &gT, &iroT, &cacheT, &proT, &oneShot})
       t->upload(stream);
-    Status s = kernels.compress(
-        oneShot.deviceView(), kT.deviceView(), gT.deviceView(),
-        apeT.deviceView(), iroT.deviceView(), proT.deviceView(),
-        cacheT.deviceView(), Stream(stream));
+    CompressArgs c{};
+    c.pooled = oneShot.deviceView();
+    c.k = kT.deviceView();
+    c.gate = gT.deviceView();
+    c.ape = apeT.deviceView();
+    c.input_row_offsets = iroT.deviceView();
+    c.pool_row_offsets = proT.deviceView();
+    c.cache_lengths = cacheT.deviceView();
+    Status s = kernels.compress(c, Stream(stream));
     if (!s.ok()) {
       std::printf("%sone-shot compress of request %zu: %s\n", prefix.c_str(), r,
                   s.message().c_str());

@@ -223,7 +223,7 @@ public:
 
   /// One call: `counts[r]` more tokens of request r (-1: r is not in this
   /// call). Validates every op's metadata on the host copies before the
-  /// upload (KernelSet::checkRingClose & co.); the calls themselves read
+  /// upload (KernelSet::check); the calls themselves read
   /// nothing back: `pooled` is capacity-shaped (tokens / kpool rows) and
   /// results are downloaded once, after the four calls.
   /// Adds to the pools produced; `closedFromRing` counts those ring_close

@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <vector>
 
+using namespace kpool;
 using namespace kpool::reference;
 
 namespace {
@@ -116,7 +117,7 @@ void kpool::reference::cacheEntry(KPoolElementType type, int64_t headDim,
                                   const CacheFormat &f, const float *x,
                                   uint32_t *entryBits, float *scale) {
   std::vector<float> y(x, x + headDim);
-  if (f.rotate == Rotate::Hadamard) {
+  if (f.rotate == CacheRotate::Hadamard) {
     // Stages h = 1, 2, ..., D/2; pair (i, i + h) for i mod 2h < h.
     for (int64_t h = 1; h < headDim; h *= 2) {
       for (int64_t i = 0; i + h < headDim; ++i) {
@@ -145,7 +146,7 @@ void kpool::reference::cacheEntry(KPoolElementType type, int64_t headDim,
     a = std::max(a, std::fabs(y[d]));
   const float inv448 = 1.0f / 448.0f;
   float s = a * inv448;
-  if (f.scale == Scale::Pow2) {
+  if (f.scale == CacheScale::Pow2) {
     // s = m * 2^e with m in [0.5, 1): s itself when m == 0.5, else 2^e.
     int e = 0;
     float m = std::frexp(s, &e);

@@ -24,21 +24,15 @@
 
 #include "Reference/Reference.h"
 
-#include "kpool-c/View.h"
+#include "kpool/ABI/CacheFormat.h"
+#include "kpool/ABI/View.h"
 
 #include <cstdint>
 
 namespace kpool::reference {
 
-enum class Rotate { None, Hadamard };
-enum class Scale { Absmax, Pow2 };
-enum class CacheEntry { Element, FP8 };
-
-struct CacheFormat {
-  CacheEntry entry = CacheEntry::FP8;
-  Rotate rotate = Rotate::Hadamard;
-  Scale scale = Scale::Absmax;
-};
+// The cache format is the ABI leaf's (kpool::CacheFormat); the reference
+// takes entry Element or FP8.
 
 /// The E4M3FN code of `x`, rounded to nearest, ties to the even code. `x` is
 /// assumed finite and already clamped to [-448, 448] (larger magnitudes give
@@ -50,15 +44,15 @@ uint8_t e4m3fnEncode(float x);
 float e4m3fnDecode(uint8_t code);
 
 /// The cache entry of one pool. `x` holds the D values f32(T(pool)) (the
-/// dense output's bits, widened). With Rotate::Hadamard (D a power of two;
+/// dense output's bits, widened). With CacheRotate::Hadamard (D a power of two;
 /// the ops reject other D) y is the staged f32 fast Walsh-Hadamard transform
 /// of x, stages h = 1, 2, ..., D/2, then y_d = f32(T(f32(y_d * c))) with
-/// c = f32(1/sqrt(D)); with Rotate::None y = x.
+/// c = f32(1/sqrt(D)); with CacheRotate::None y = x.
 ///  - CacheEntry::Element: entryBits[d] = T(y_d) as raw bits (uint16 for
 ///    bf16/f16); `*scale` is not written.
 ///  - CacheEntry::FP8: a = max(max_d |y_d|, f32(1e-4)), s_abs = a * f32(1/448)
-///    (one f32 product), s = s_abs (Absmax) or the smallest power of two
-///    >= s_abs (Pow2); entryBits[d] = e4m3fn(clamp(f32(y_d / s), -448, 448))
+///    (one f32 product), s = s_abs (CacheScale::Absmax) or the smallest power of two
+///    >= s_abs (CacheScale::Pow2); entryBits[d] = e4m3fn(clamp(f32(y_d / s), -448, 448))
 ///    (a code in [0, 255]) and `*scale` = s.
 /// Non-finite x or y give unspecified codes and scale (nothing outside the
 /// D entries and `*scale` is written).

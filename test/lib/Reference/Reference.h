@@ -36,7 +36,7 @@
 #ifndef KPOOL_TEST_REFERENCE_REFERENCE_H
 #define KPOOL_TEST_REFERENCE_REFERENCE_H
 
-#include "kpool-c/View.h"
+#include "kpool/ABI/View.h"
 
 #include <cstdint>
 #include <initializer_list>

@@ -89,7 +89,7 @@ defvar KPool_CacheDescription = [{
 
 /// The optional device status word of every op: a 1-D i64/ui64 operand
 /// (the last of the `outs`) where the kernels record the first
-/// bad-metadata finding (kpool/Dialect/KPool/IR/StatusWord.h).
+/// bad-metadata finding (kpool/ABI/StatusWord.h).
 defvar KPool_StatusArg = (ins Optional<KPool_TensorOrMemRef>:$status);
 
 /// Assembly of the status word, last before the attributes.

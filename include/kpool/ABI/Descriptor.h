@@ -1,9 +1,15 @@
-//===- Descriptor.h - memref descriptors for kpool views --------*- C++ -*-===//
+//===- kpool/ABI/Descriptor.h - memref descriptors of views -----*- C++ -*-===//
+//
+// The strided memref descriptor that the kernels' C interface takes by
+// pointer (`_mlir_ciface_*`, see kpool/ABI/KernelABI.def), made from a
+// KPoolView. Part of the ABI leaf: no MLIR, no CUDA.
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef KPOOL_RUNTIME_DESCRIPTOR_H
-#define KPOOL_RUNTIME_DESCRIPTOR_H
+#ifndef KPOOL_ABI_DESCRIPTOR_H
+#define KPOOL_ABI_DESCRIPTOR_H
 
-#include "kpool-c/View.h"
+#include "kpool/ABI/View.h"
 
 #include <cstdint>
 
@@ -29,10 +35,6 @@ template <int Rank> struct Descriptor {
   }
 };
 
-using Desc1 = Descriptor<1>;
-using Desc2 = Descriptor<2>;
-using Desc4 = Descriptor<4>;
-
 } // namespace kpool
 
-#endif // KPOOL_RUNTIME_DESCRIPTOR_H
+#endif // KPOOL_ABI_DESCRIPTOR_H
