@@ -12,7 +12,7 @@
 #   <prefix>/lib/libKPoolCAPI.so    the C API (RUNPATH $ORIGIN + LLVM's lib)
 #   <prefix>/lib/cmake/kpool/       KPoolConfig.cmake, version, targets
 #   <prefix>/python/kpool/          the Python package (ctypes)
-#   <prefix>/share/doc/kpool/       README.md, docs/*.md (docs/dialect: the
+#   <prefix>/share/doc/kpool/       README.md, CHANGELOG.md, docs/*.md (docs/dialect: the
 #                                   generated reference), examples/: the
 #                                   source tree's layout, so links resolve
 
@@ -184,7 +184,7 @@ install(DIRECTORY ${KPOOL_SOURCE_DIR}/docs/
   DESTINATION ${KPOOL_INSTALL_DOC_DIR}/docs
   FILES_MATCHING PATTERN "*.md"
   PATTERN "dialect" EXCLUDE)
-install(FILES ${KPOOL_SOURCE_DIR}/README.md
+install(FILES ${KPOOL_SOURCE_DIR}/README.md ${KPOOL_SOURCE_DIR}/CHANGELOG.md
   DESTINATION ${KPOOL_INSTALL_DOC_DIR})
 install(DIRECTORY ${KPOOL_SOURCE_DIR}/examples
   DESTINATION ${KPOOL_INSTALL_DOC_DIR}
