@@ -81,8 +81,9 @@ static Type argumentType(OpBuilder &b, const abi::Operand &operand,
   SmallVector<int64_t> shape;
   for (StringRef dim : llvm::split(StringRef(operand.shape), 'x')) {
     int64_t extent;
-    if (dim != "?" && dim != "D" && dim != "K" && dim.getAsInteger(10, extent))
-      llvm_unreachable("KernelABI.def: a dimension is not ?, D, K or a number");
+    if (!dim.empty() && dim.front() >= '0' && dim.front() <= '9' &&
+        dim.getAsInteger(10, extent))
+      llvm_unreachable("KernelABI.def: a dimension is not a number");
     shape.push_back(dyn);
   }
   SmallVector<int64_t> strides(shape.size(), dyn);

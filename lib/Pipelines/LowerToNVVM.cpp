@@ -196,6 +196,65 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &
   return success();
 }
 
+namespace {
+/// Moves the contents of every gpu.module into the first and points the
+/// launches there (option single-gpu-module): a module of many kernels is
+/// then translated, linked with libdevice, assembled by ptxas and loaded
+/// once instead of once per kernel. Symbols that clash (e.g. globals two
+/// kernels' modules both cloned) are renamed first.
+struct MergeGPUModules
+    : public PassWrapper<MergeGPUModules, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MergeGPUModules)
+  StringRef getArgument() const final { return "kpool-merge-gpu-modules"; }
+  void runOnOperation() override {
+    ModuleOp top = getOperation();
+    SmallVector<gpu::GPUModuleOp> modules(top.getOps<gpu::GPUModuleOp>());
+    if (modules.size() < 2)
+      return;
+    gpu::GPUModuleOp target = modules.front();
+    SymbolTable targetSymbols(target);
+    // (module, kernel) -> the kernel's name in the target.
+    DenseMap<std::pair<StringAttr, StringAttr>, StringAttr> moved;
+    unsigned counter = 0;
+    for (gpu::GPUModuleOp source : llvm::drop_begin(modules)) {
+      SymbolTable sourceSymbols(source);
+      for (Operation &op : llvm::make_early_inc_range(*source.getBody())) {
+        auto name =
+            op.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName());
+        if (!name)
+          continue;
+        StringAttr newName = name;
+        while (targetSymbols.lookup(newName) ||
+               (newName != name && sourceSymbols.lookup(newName)))
+          newName = StringAttr::get(
+              &getContext(), name.getValue() + "_" + std::to_string(counter++));
+        if (newName != name) {
+          if (failed(SymbolTable::replaceAllSymbolUses(&op, newName, source)))
+            return signalPassFailure();
+          SymbolTable::setSymbolName(&op, newName);
+        }
+        moved[{source.getNameAttr(), name}] = newName;
+      }
+      for (Operation &op : llvm::make_early_inc_range(*source.getBody())) {
+        op.moveBefore(target.getBody(), target.getBody()->end());
+        if (op.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
+          targetSymbols.insert(&op);
+      }
+    }
+    top.walk([&](gpu::LaunchFuncOp launch) {
+      auto it =
+          moved.find({launch.getKernelModuleName(), launch.getKernelName()});
+      if (it == moved.end())
+        return;
+      launch.setKernelAttr(SymbolRefAttr::get(
+          target.getNameAttr(), {FlatSymbolRefAttr::get(it->second)}));
+    });
+    for (gpu::GPUModuleOp source : llvm::drop_begin(modules))
+      source.erase();
+  }
+};
+} // namespace
+
 LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
                                               const KPoolToNVVMPipelineOptions &options,
                                               std::string *error) {
@@ -250,6 +309,8 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   // Device memory operations (the caller's, or map-other-ops's) only lower
   // on a stream; functions without any keep their synchronous launches.
   pm.addNestedPass<func::FuncOp>(createKPoolAsyncDeviceMemoryPass());
+  if (options.singleGPUModule)
+    pm.addPass(std::make_unique<MergeGPUModules>());
   // Read-only operands (for ld.global.nc) and the occupancy hint.
   KPoolGPUKernelAttrsPassOptions attrOptions;
   attrOptions.minBlocksPerSM = options.minBlocksPerSM;

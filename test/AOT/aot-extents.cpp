@@ -1,13 +1,16 @@
-//===- aot-extents.cpp - raw entry points given contradicting sizes -------===//
+//===- aot-extents.cpp - kernels given sizes that contradict them ---------===//
 //
-// The ahead-of-time kernels' raw C entry points (kpool-aot's header, no
-// validation) handed views whose sizes contradict the configuration (f32,
-// head_dim 20, kpool 3): the kernels take every extent at run time, so their
-// own checks see it, write nothing (ring_close: -1 and zero rows) and record
-// the Extent finding ((operand id << 4 | dimension) << 8 | 11,
-// kpool/ABI/StatusWord.h), whose word and message this checks. Before the
-// kernel module's extents were dynamic, the 'D' and 'K' extents were static
-// in the kernels' types: a 24-wide k went unseen and was read as 20 wide.
+// The ahead-of-time kernels (f32, head_dim 20, kpool 3) called through their
+// `_mlir_ciface_` entry points, below kpool-aot's C wrappers (which check
+// every view first), with views whose sizes contradict the configuration:
+// the kernels take every extent at run time, so their own checks see it,
+// write nothing (ring_close: -1 and zero rows) and record the Extent
+// finding ((operand id << 4 | dimension) << 8 | 11,
+// kpool/ABI/StatusWord.h). The word must be the one the C wrapper's own
+// check gives for the same arguments (`<prefix><op>_extents`): two
+// implementations of the rule, which agree. Before the kernel module's
+// extents were dynamic, the 'D' and 'K' extents were static in the kernels'
+// types: a 24-wide k went unseen and was read as 20 wide.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,20 +50,29 @@ uint64_t extent(const char *name, unsigned dim) {
   return kpool::status::encodeExtent(kpool::abi::operandId(name), dim);
 }
 
-/// Checks that `status` is the Extent finding for dimension `dim` of
-/// `name`, and what it decodes to.
-void checkWord(const std::string &op, uint64_t status, const char *name,
-               unsigned dim) {
+/// Checks that `status` (the kernels' word) is the Extent finding for
+/// dimension `dim` of `name`, the C wrapper's word `wrapper` for the same
+/// arguments, and what it decodes to.
+void checkWord(const std::string &op, uint64_t status, uint64_t wrapper,
+               const char *name, unsigned dim) {
   std::string m = kpool::statusWordError(status).message();
-  m = m.substr(0, m.find(" (found by the kernels"));
+  m = m.substr(0, m.find(" (found by the kernels or their entry point"));
   check(status == extent(name, dim),
-        op + ": status word " + std::to_string(status) + ", " + m);
+        op + ": the kernels' status word " + std::to_string(status) + ", " + m);
+  check(wrapper == status, op + ": the C wrapper's check gives " +
+                               std::to_string(wrapper) + " too");
   check(m == "'" + std::string(name) + "' dimension " + std::to_string(dim) +
                  " contradicts the op (the other operands' extents) or the "
                  "kernels' configuration (head_dim, kpool)",
         op + ": the message names '" + name + "' dimension " +
             std::to_string(dim));
 }
+
+/// The descriptors the kernels take.
+KPoolDescriptor1 d1(const KPoolView &v) { return KPOOL_AOT_DESCRIPTOR(1, &v); }
+KPoolDescriptor2 d2(const KPoolView &v) { return KPOOL_AOT_DESCRIPTOR(2, &v); }
+KPoolDescriptor4 d4(const KPoolView &v) { return KPOOL_AOT_DESCRIPTOR(4, &v); }
+KPoolDescriptor1 statusOf(uint64_t *word) { return {word, word, 0, {1}, {1}}; }
 } // namespace
 
 int main() {
@@ -82,12 +94,18 @@ int main() {
     a.pool_row_offsets = proV;
     a.cache_lengths = cacheV;
     uint64_t status = 0;
-    kpool_f32_d20_k3_compress(&a, &status, nullptr);
+    KPoolDescriptor2 pooledD = d2(a.pooled), kD = d2(a.k), apeD = d2(a.ape);
+    KPoolDescriptor1 iroD = d1(a.input_row_offsets),
+                     proD = d1(a.pool_row_offsets),
+                     cacheD = d1(a.cache_lengths), st = statusOf(&status);
+    _mlir_ciface_kpool_f32_d20_k3_compress_memref(
+        &pooledD, &kD, &kD, &apeD, &iroD, &proD, &cacheD, &st, nullptr);
     bool untouched = true;
     for (float v : pooled)
       untouched &= v == -1.f;
     check(untouched, "compress: nothing written for 24-wide keys");
-    checkWord("compress", status, "k", 1);
+    checkWord("compress", status, kpool_f32_d20_k3_compress_extents(&a), "k",
+              1);
   }
   // ring_close with ape [2, 20] under kpool 3: -1 and zero rows.
   {
@@ -105,12 +123,21 @@ int main() {
     a.slot_idx = slotsV;
     a.num_requests = 2;
     uint64_t status = 0;
-    kpool_f32_d20_k3_ring_close(&a, &status, nullptr);
+    KPoolDescriptor2 pooledD = d2(a.pooled), kD = d2(a.k), apeD = d2(a.ape);
+    KPoolDescriptor4 tailD = d4(a.tail);
+    KPoolDescriptor1 closedD = d1(a.closed_pool),
+                     iroD = d1(a.input_row_offsets),
+                     cacheD = d1(a.cache_lengths), slotsD = d1(a.slot_idx),
+                     st = statusOf(&status);
+    _mlir_ciface_kpool_f32_d20_k3_ring_close_memref(
+        &pooledD, &closedD, &tailD, &kD, &kD, &apeD, &iroD, &cacheD, &slotsD,
+        a.num_requests, &st, nullptr);
     bool defined = closed[0] == -1 && closed[1] == -1;
     for (float v : pooled)
       defined &= v == 0.f;
     check(defined, "ring_close: closed_pool -1 and zero rows");
-    checkWord("ring_close", status, "ape", 0);
+    checkWord("ring_close", status, kpool_f32_d20_k3_ring_close_extents(&a),
+              "ape", 0);
   }
   // seed_tail with a ring window of 2 under kpool 3: the ring unchanged.
   {
@@ -123,12 +150,20 @@ int main() {
     a.slot_idx = slotsV;
     a.num_requests = 2;
     uint64_t status = 0;
-    kpool_f32_d20_k3_seed_tail(&a, &status, nullptr);
+    KPoolDescriptor4 tailD = d4(a.tail);
+    KPoolDescriptor2 kD = d2(a.k);
+    KPoolDescriptor1 iroD = d1(a.input_row_offsets),
+                     cacheD = d1(a.cache_lengths), slotsD = d1(a.slot_idx),
+                     st = statusOf(&status);
+    _mlir_ciface_kpool_f32_d20_k3_seed_tail_memref(
+        &tailD, &kD, &kD, &iroD, &cacheD, &slotsD, a.num_requests, &st,
+        nullptr);
     bool untouched = true;
     for (float v : tail)
       untouched &= v == 5.f;
     check(untouched, "seed_tail: the ring unchanged");
-    checkWord("seed_tail", status, "tail", 2);
+    checkWord("seed_tail", status, kpool_f32_d20_k3_seed_tail_extents(&a),
+              "tail", 2);
   }
   std::printf("%d passed, %d failed\n", passes, failures);
   return failures ? 1 : 0;

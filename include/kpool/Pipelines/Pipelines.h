@@ -156,6 +156,13 @@ struct KPoolToNVVMPipelineOptions
                      "gpu-map-parallel-loops and convert-parallel-loops-"
                      "to-gpu (docs/embedding.md)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> singleGPUModule{
+      *this, "single-gpu-module",
+      llvm::cl::desc("Outline every kernel into one gpu.module, compiled "
+                     "(libdevice, PTX, ptxas) and loaded once rather than "
+                     "once per kernel; the kernels are the same (kpool-aot "
+                     "and the JIT use it)"),
+      llvm::cl::init(false)};
 };
 
 /// Bufferizes, lowers kpool to linalg, maps each op's parallel loop to a

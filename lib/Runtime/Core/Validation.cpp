@@ -119,18 +119,23 @@ Status Validator::tableShape(const char *name, const View &view,
                              const char *shape) {
   int64_t expected[KPOOL_MAX_RANK];
   size_t rank = 0;
+  // Each dimension: 'D', 'K', a number, or any extent ('?', or a letter
+  // naming an extent the op's operands share, which the op's own rules
+  // check).
   for (const char *c = shape; *c && rank < KPOOL_MAX_RANK; ++rank) {
-    if (*c == '?')
-      expected[rank] = -1, ++c;
-    else if (*c == 'D')
-      expected[rank] = geometry.headDim, ++c;
-    else if (*c == 'K')
-      expected[rank] = geometry.kpool, ++c;
-    else
-      for (expected[rank] = 0; *c >= '0' && *c <= '9'; ++c)
+    const char *end = c;
+    while (*end && *end != 'x')
+      ++end;
+    if (end - c == 1 && *c == 'D')
+      expected[rank] = geometry.headDim;
+    else if (end - c == 1 && *c == 'K')
+      expected[rank] = geometry.kpool;
+    else if (*c >= '0' && *c <= '9')
+      for (expected[rank] = 0; c != end; ++c)
         expected[rank] = expected[rank] * 10 + (*c - '0');
-    if (*c == 'x')
-      ++c;
+    else
+      expected[rank] = -1;
+    c = *end ? end + 1 : end;
   }
   if (shapeMatches(view, expected, rank))
     return Status();

@@ -19,7 +19,7 @@
 // The same words from the decoder the runtime and Python use:
 // RUN: %if python-numpy %{ env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=%kpool_src_root/python KPOOL_CAPI_LIB=%kpool_capi_lib %kpool_python -c "import kpool; [print(kpool.status_error(w)) for w in (4363, 12299, 16395, 37131, 37387, 20491, 53259, 57867, 8203)]" | FileCheck %s --check-prefix=DECODE %}
 
-// DECODE: 'k' dimension 1 contradicts the op (the other operands' extents) or the kernels' configuration (head_dim, kpool) (found by the kernels; status word 0x110b)
+// DECODE: 'k' dimension 1 contradicts the op (the other operands' extents) or the kernels' configuration (head_dim, kpool) (found by the kernels or their entry point; status word 0x110b)
 // DECODE: 'ape' dimension 0 contradicts
 // DECODE: 'input_row_offsets' dimension 0 contradicts
 // DECODE: 'tail' dimension 1 contradicts
