@@ -242,6 +242,23 @@ int main() {
   expect(namesPair(s, "'cache_keys'", "'cache_scales'"),
          "keys and scales sharing bytes of the next page: " + s.message());
 
+  // One byte: FP8 keys (1-byte elements) starting on the last byte of
+  // `pooled`, and one byte later.
+  std::vector<uint32_t> bytes(4096);
+  uint8_t *base = reinterpret_cast<uint8_t *>(bytes.data());
+  auto keysAfterPooled = [&](int64_t gap) {
+    StepCacheArgs a = test::argsByName<StepCacheArgs>(operands, int32_t(B));
+    a.pooled = denseView(reinterpret_cast<float *>(base), {capacity, D});
+    uint8_t *pooledEnd = base + capacity * D * int64_t(sizeof(float));
+    a.cache_keys = denseView(pooledEnd - 1 + gap, {N, P, D});
+    return set->check(a);
+  };
+  s = keysAfterPooled(0);
+  expect(namesPair(s, "'pooled'", "'cache_keys'"),
+         "keys on pooled's last byte: " + s.message());
+  s = keysAfterPooled(1);
+  expect(s.ok(), "keys right after pooled's last byte: " + s.message());
+
   std::printf("%d passed, %d failed\n", passes, failures);
   return failures ? 1 : 0;
 }
