@@ -112,10 +112,15 @@ KPoolError *step(Store *store, const KPoolView *k, const KPoolView *gate,
   return nullptr;
 }
 
-/// The slot's bookkeeping, or false (a null store, a bad slot, closed).
+/// The slot's bookkeeping, or false: a null store, a bad slot, a closed
+/// store (or no memory for the message that says which).
 template <typename Store>
 bool slotInfo(const Store *store, uint32_t slot, kpool::SlotInfo &info) {
-  return store && store->store && store->store->slotInfo(slot, info).ok();
+  try {
+    return store && store->store && store->store->slotInfo(slot, info).ok();
+  } catch (const std::bad_alloc &) {
+    return false;
+  }
 }
 
 KPoolError *nullStore(const char *op) {
@@ -166,15 +171,16 @@ KPoolError *kpoolPoolStoreStep(KPoolPoolStore *store, const KPoolView *k,
 
 KPoolError *kpoolPoolStoreAccept(KPoolPoolStore *store, uint32_t slot,
                                  int64_t accepted) {
-  if (!store)
-    return nullStore("accept");
-  return wrap(store->store->accept(slot, accepted));
+  return guard("accept", [&] {
+    return store ? wrap(store->store->accept(slot, accepted))
+                 : nullStore("accept");
+  });
 }
 
 KPoolError *kpoolPoolStoreReset(KPoolPoolStore *store, uint32_t slot) {
-  if (!store)
-    return nullStore("reset");
-  return wrap(store->store->reset(slot));
+  return guard("reset", [&] {
+    return store ? wrap(store->store->reset(slot)) : nullStore("reset");
+  });
 }
 
 void kpoolPoolStoreClose(KPoolPoolStore *store) {
@@ -216,10 +222,12 @@ const void *kpoolPoolStoreGetPool(const KPoolPoolStore *store, uint32_t slot,
 KPoolError *kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
                                     int64_t first, int64_t count,
                                     const KPoolView *dst) {
-  if (!store)
-    return nullStore("copy_pools");
-  KPOOL_CHECK(checkView("copy_pools", "dst", dst));
-  return wrap(store->store->copyPools(slot, first, count, *dst));
+  return guard("copy_pools", [&]() -> KPoolError * {
+    if (!store)
+      return nullStore("copy_pools");
+    KPOOL_CHECK(checkView("copy_pools", "dst", dst));
+    return wrap(store->store->copyPools(slot, first, count, *dst));
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -275,16 +283,17 @@ KPoolError *kpoolPagedPoolStoreStep(KPoolPagedPoolStore *store,
 
 KPoolError *kpoolPagedPoolStoreAccept(KPoolPagedPoolStore *store, uint32_t slot,
                                       int64_t accepted) {
-  if (!store)
-    return nullStore("accept");
-  return wrap(store->store->accept(slot, accepted));
+  return guard("accept", [&] {
+    return store ? wrap(store->store->accept(slot, accepted))
+                 : nullStore("accept");
+  });
 }
 
 KPoolError *kpoolPagedPoolStoreRelease(KPoolPagedPoolStore *store,
                                        uint32_t slot) {
-  if (!store)
-    return nullStore("release");
-  return wrap(store->store->release(slot));
+  return guard("release", [&] {
+    return store ? wrap(store->store->release(slot)) : nullStore("release");
+  });
 }
 
 void kpoolPagedPoolStoreClose(KPoolPagedPoolStore *store) {
@@ -359,15 +368,17 @@ KPoolError *kpoolPagedPoolStoreGetEntry(const KPoolPagedPoolStore *store,
                                         uint32_t slot, int64_t pool,
                                         void *values, int64_t valuesBytes,
                                         float *scale) {
-  if (!store)
-    return nullStore("entry");
-  const kpool::PagedPoolStore &s = *store->store;
-  int64_t need = s.kernels().config().headDim * s.entryBytes();
-  if (values && valuesBytes < need)
-    return makeError("entry: 'values' has " + std::to_string(valuesBytes) +
-                     " bytes, an entry has " + std::to_string(need) +
-                     " (head_dim x entry bytes)");
-  return wrap(s.entry(slot, pool, values, scale));
+  return guard("entry", [&]() -> KPoolError * {
+    if (!store)
+      return nullStore("entry");
+    const kpool::PagedPoolStore &s = *store->store;
+    int64_t need = s.kernels().config().headDim * s.entryBytes();
+    if (values && valuesBytes < need)
+      return makeError("entry: 'values' has " + std::to_string(valuesBytes) +
+                       " bytes, an entry has " + std::to_string(need) +
+                       " (head_dim x entry bytes)");
+    return wrap(s.entry(slot, pool, values, scale));
+  });
 }
 
 KPoolError *kpoolPagedPoolStoreGetLayout(const KPoolPagedPoolStore *store,

@@ -254,7 +254,7 @@ def test_threads_get_their_own_pools(paged):
         r = np.random.default_rng(seed)
         at = {s: 0 for s in slots}
         try:
-            for _ in range(3000):
+            for _ in range(2000):
                 n = [int(r.integers(1, 8)) for _ in slots]
                 take = [np.arange(at[s], at[s] + m) for s, m in zip(slots, n)]
                 iro = np.concatenate([[0], np.cumsum(n)])
@@ -350,6 +350,6 @@ def test_close_during_step_on_another_thread(paged):
     fails cleanly. In a child interpreter: a crash is a failed test."""
     result = subprocess.run(
         [sys.executable, "-c", CLOSE_RACE, "paged" if paged else "pool",
-         "30"], capture_output=True, text=True, timeout=300)
+         "20"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.endswith("ok\n"), (
         result.returncode, result.stdout[-2000:], result.stderr[-2000:])
