@@ -400,6 +400,9 @@ class PagedPoolStore(_Store):
         self.page_stride = int(layout.pageStride)
         self._entry_dtype = (np.dtype(np.uint8) if entry == "fp8"
                              else self.dtype)
+        # The library writes into it until close: held here whatever the
+        # caller does with the attribute.
+        self._cache = buffer
         #: The whole cache, ``[num_pages, page_stride]`` uint8.
         self.buffer = buffer
         #: ``[num_pages, page_size, head_dim]`` entries (a view of buffer).
@@ -413,7 +416,7 @@ class PagedPoolStore(_Store):
         """The library's view of the cache, as a numpy view of buffer."""
         return np.ndarray(
             tuple(view.sizes[d] for d in range(view.rank)), dtype=dtype,
-            buffer=self.buffer, offset=view.data - self.buffer.ctypes.data,
+            buffer=self._cache, offset=view.data - self._cache.ctypes.data,
             strides=tuple(view.strides[d] * dtype.itemsize
                           for d in range(view.rank)))
 
