@@ -4,11 +4,11 @@
 |* head_dim, kpool, pool-cache format) -- JIT-compiled for the CPU or CUDA  *|
 |* (libKPoolJit.so, loaded on demand), taken from the disk cache, or         *|
 |* precompiled (kpool-aot, kernel packs) -- and run on                       *|
-|* caller-owned strided buffers (KPoolView), and the pool store that runs    *|
-|* ring_close, compress and seed_tail for calls of any shape. The kernel ABI *|
-|* (every kernel's operands in order, with their offsets in the argument     *|
-|* structs) can be read at run time. This is what the Python package binds   *|
-|* with ctypes.                                                               *|
+|* caller-owned strided buffers (KPoolView). The kernel ABI (every kernel's  *|
+|* operands in order, with their offsets in the argument structs) can be     *|
+|* read at run time. The pool stores, which run the kernels for calls of     *|
+|* any shape, are in kpool-c/Stores.h. This is what the Python package       *|
+|* binds with ctypes.                                                         *|
 |*                                                                            *|
 |* Errors. No function here aborts on bad input. A function that can fail    *|
 |* returns NULL on success or a KPoolError the caller must free with         *|
@@ -16,7 +16,10 @@
 |* the request and the field, e.g.                                           *|
 |*   "compress: request 2: input_row_offsets[3] = 70 reaches past the 64     *|
 |*    rows of 'k'".                                                           *|
-|* A call that fails writes none of its outputs.                             *|
+|* A call that fails writes none of its outputs. Host validation also         *|
+|* rejects a call where an operand the kernel writes (an output, or the       *|
+|* status word) overlaps another operand, naming both (it compares the        *|
+|* views' address ranges; nothing is read, so on the CUDA target too).        *|
 |*                                                                            *|
 |* Calls. Each kernel takes its argument struct (kpool/ABI/Args.h, generated *|
 |* from the kernel ABI table: one named KPoolView field per operand, scalars *|
@@ -178,9 +181,11 @@ typedef enum KPoolValidation {
 /// The per-call context. Zero-initialized (or a NULL pointer) is the
 /// default: no status word, the NULL stream, KPOOL_VALIDATION_AUTO.
 typedef struct KPoolCallOptions {
-  /// NULL or the call's status word: one uint64_t, 8-byte aligned (the
-  /// kernels update it atomically), in the kernels' memory (device memory
-  /// on the CUDA target), where the kernels record the first bad-metadata
+  /// NULL or the call's status word: one uint64_t, 8-byte aligned -- the
+  /// kernels update it with 64-bit atomics, which need that alignment, so a
+  /// misaligned word is an error before anything runs -- overlapping no
+  /// operand of the call, in the kernels' memory (device memory on the CUDA
+  /// target), where the kernels record the first bad-metadata
   /// finding they meet (`(request << 8) | finding`, a KPoolStatusFinding),
   /// in stream order and without a host round trip; 0 means nothing was
   /// found, and a word that holds a code only changes to a smaller one, so
@@ -298,108 +303,6 @@ typedef enum KPoolEnum {
 /// 0, 1, 2, ... with no gaps: a binding lists an enum by asking from 0 up
 /// to the first NULL.
 KPOOL_CAPI_EXPORTED const char *kpoolEnumName(int32_t which, int32_t value);
-
-/*===----------------------------------------------------------------------===*
- * Pool stores
- *===----------------------------------------------------------------------===*/
-
-/// Owns a tail ring of `maxSlots` slots and, per slot, the pooled keys
-/// produced so far; runs ring_close, compress and seed_tail in that order
-/// for each call. Not thread-safe.
-typedef struct KPoolPoolStore KPoolPoolStore;
-
-/// One pool produced by a step.
-typedef struct KPoolProducedPool {
-  uint32_t slot;    ///< the request's ring slot
-  int32_t fromRing; ///< 1: closed by ring_close, 0: built by compress
-  int64_t pool; ///< pool id: absolute positions [pool*kpool, (pool+1)*kpool)
-} KPoolProducedPool;
-
-/// A store for slots [0, maxSlots) running `kernels`, with the position
-/// embedding `ape` ([kpool, head_dim] f32, dense, copied).
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolPoolStoreCreate(const KPoolKernelSet *kernels, int64_t maxSlots,
-                     const float *ape, KPoolPoolStore **result);
-
-/// Like kpoolPoolStoreCreate, with a ring of `ringWindow` rows per slot
-/// (`ringWindow >= kpool`, or 0 for kpool). A window of `kpool + d - 1`
-/// rows lets kpoolPoolStoreAccept roll back any rejected suffix of a verify
-/// step of 1 + d tokens.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels, int64_t maxSlots,
-                               int64_t ringWindow, const float *ape,
-                               KPoolPoolStore **result);
-
-/// The contract's rollback condition, for engines that track lengths
-/// themselves: after a call that brought positions [c, end) of a request,
-/// continuing it at `accepted` (c <= accepted <= end) with a ring of
-/// `window` rows is valid iff `accepted mod kpool == 0` or
-/// `end - floor(accepted / kpool) * kpool <= window`.
-KPOOL_CAPI_EXPORTED bool kpoolRingHoldsPending(int64_t kpool, int64_t window,
-                                               int64_t accepted, int64_t end);
-
-/// The ring window (rows per slot); -1 for NULL.
-KPOOL_CAPI_EXPORTED int64_t
-kpoolPoolStoreGetRingWindow(const KPoolPoolStore *store);
-
-/// Speculative decoding: keeps the first `accepted` of the tokens the slot's
-/// last step brought (or that an earlier accept left), forgets the slot's
-/// pools at and after the first rejected position (later steps re-produce
-/// them) and sets its length to the step's start plus `accepted`. Fails,
-/// changing nothing, when `accepted` is out of range or the ring window is
-/// too small to hold the pending pool's members at the new length (the
-/// message names the slot and the window needed).
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolPoolStoreAccept(KPoolPoolStore *store, uint32_t slot, int64_t accepted);
-
-/// Frees the store; NULL is allowed.
-KPOOL_CAPI_EXPORTED void kpoolPoolStoreDestroy(KPoolPoolStore *store);
-
-/// Runs one call of `numRequests` requests: request b brings rows
-/// [inputRowOffsets[b], inputRowOffsets[b+1]) of `k` and `gate` ([rows,
-/// head_dim] views of the element type) for ring slot `slots[b]`, continuing
-/// where that slot's earlier calls stopped. `inputRowOffsets` has
-/// numRequests + 1 entries. Stores the number of pools produced in
-/// `*numProduced` (if not NULL); kpoolPoolStoreGetProduced lists them. On
-/// error nothing in the store changes.
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolPoolStoreStep(KPoolPoolStore *store, const KPoolView *k,
-                   const KPoolView *gate, int64_t numRequests,
-                   const uint32_t *inputRowOffsets, const uint32_t *slots,
-                   int64_t *numProduced);
-
-/// The pools the last successful step produced, in order (per request: the
-/// ring's pool first, then compress's in id order). Stores the count in
-/// `*count`. Valid until the next step or the store's destruction.
-KPOOL_CAPI_EXPORTED const KPoolProducedPool *
-kpoolPoolStoreGetProduced(const KPoolPoolStore *store, int64_t *count);
-
-KPOOL_CAPI_EXPORTED int64_t
-kpoolPoolStoreGetMaxSlots(const KPoolPoolStore *store);
-
-/// Tokens the slot has seen (its cache length for the next call); -1 for a
-/// slot that is not below max_slots.
-KPOOL_CAPI_EXPORTED int64_t kpoolPoolStoreGetTokens(const KPoolPoolStore *store,
-                                                    uint32_t slot);
-
-/// Complete pools the slot has (ids 0 .. count-1); -1 for a bad slot.
-KPOOL_CAPI_EXPORTED int64_t
-kpoolPoolStoreGetNumPools(const KPoolPoolStore *store, uint32_t slot);
-
-/// Pool `pool` of `slot`: head_dim dense elements of the element type, valid
-/// until the next step, reset or destruction; NULL when out of range.
-KPOOL_CAPI_EXPORTED const void *
-kpoolPoolStoreGetPool(const KPoolPoolStore *store, uint32_t slot, int64_t pool);
-
-/// Copies pools [first, first + count) of `slot` into rows of `dst`
-/// ([count, head_dim] view of the element type, any strides).
-KPOOL_CAPI_EXPORTED KPoolError *
-kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
-                        int64_t first, int64_t count, const KPoolView *dst);
-
-/// Forgets a slot's tokens and pools so that a new request can take it.
-KPOOL_CAPI_EXPORTED KPoolError *kpoolPoolStoreReset(KPoolPoolStore *store,
-                                                    uint32_t slot);
 
 #ifdef __cplusplus
 }

@@ -1,76 +1,63 @@
-//===- PoolStore.cpp - C API of the pool store ----------------------------===//
+//===- PoolStore.cpp - C API of the pool stores ---------------------------===//
 //
-// Thin wrappers over kpool::PoolStore.
+// Thin wrappers over kpool::PoolStore and kpool::PagedPoolStore
+// (kpool-c/Stores.h): what the C++ API takes for granted and a C caller may
+// get wrong (null pointers, ranks past KPOOL_MAX_RANK, negative counts, a
+// produced buffer too small) is reported here; everything else, the lock
+// and close() included, is the C++ stores'. A handle holds nothing but its
+// store, so two threads' calls share no state here.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Handles.h"
 
+#include "kpool-c/Stores.h"
+#include "kpool/Runtime/PagedPoolStore.h"
 #include "kpool/Runtime/PoolStore.h"
 
-#include <cstring>
+#include <algorithm>
 #include <vector>
 
 using namespace kpool::capi;
 
 struct KPoolPoolStore {
   std::unique_ptr<kpool::PoolStore> store;
-  int64_t maxSlots;
-  std::vector<KPoolProducedPool> produced;
 };
 
-KPoolError *kpoolPoolStoreCreate(const KPoolKernelSet *kernels,
-                                 int64_t maxSlots, const float *ape,
-                                 KPoolPoolStore **result) {
-  return kpoolPoolStoreCreateWithWindow(kernels, maxSlots, 0, ape, result);
+struct KPoolPagedPoolStore {
+  std::unique_ptr<kpool::PagedPoolStore> store;
+};
+
+bool kpoolRingHoldsPending(int64_t kpool, int64_t window, int64_t accepted,
+                           int64_t end) {
+  return kpool >= 1 && kpool::ringHoldsPending(kpool, window, accepted, end);
 }
 
-static KPoolError *
-kpoolPoolStoreCreateWithWindowImpl(const KPoolKernelSet *kernels,
-                                   int64_t maxSlots, int64_t ringWindow,
-                                   const float *ape, KPoolPoolStore **result) {
-  const char *op = "pool store";
-  if (!result)
-    return makeError("pool store: the result pointer is null");
-  *result = nullptr;
-  KPOOL_CHECK(checkKernels(op, kernels));
-  kpool::Status status;
-  std::unique_ptr<kpool::PoolStore> created = kpool::PoolStore::create(
-      kernels->kernels, maxSlots, ape, status, ringWindow);
-  if (!created)
-    return wrap(status);
-  auto store =
-      std::unique_ptr<KPoolPoolStore>(new (std::nothrow) KPoolPoolStore);
-  if (!store)
-    return makeError("pool store: out of memory");
-  store->store = std::move(created);
-  store->maxSlots = maxSlots;
-  *result = store.release();
-  return nullptr;
+int64_t kpoolStoreMaxProduced(int64_t kpool, int64_t rows,
+                              int64_t numRequests) {
+  if (kpool < 1 || rows < 0 || numRequests < 0)
+    return -1;
+  int64_t bound;
+  if (__builtin_add_overflow(rows / kpool, numRequests, &bound))
+    return INT64_MAX;
+  return bound;
 }
 
-KPoolError *kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels,
-                                           int64_t maxSlots, int64_t ringWindow,
-                                           const float *ape,
-                                           KPoolPoolStore **result) {
-  return guard("pool store", [&] {
-    return kpoolPoolStoreCreateWithWindowImpl(kernels, maxSlots, ringWindow,
-                                              ape, result);
-  });
-}
+namespace {
 
-void kpoolPoolStoreDestroy(KPoolPoolStore *store) { delete store; }
+/// The arguments of a step, checked for what the C++ stores take for
+/// granted, and copied into the vectors they take.
+struct StepArguments {
+  std::vector<uint32_t> offsets, slots;
+  std::vector<kpool::ProducedPool> produced;
+};
 
-static KPoolError *
-kpoolPoolStoreStepImpl(KPoolPoolStore *store, const KPoolView *k,
-                       const KPoolView *gate, int64_t numRequests,
-                       const uint32_t *iro, const uint32_t *slots,
-                       int64_t *numProduced) {
+KPoolError *checkStep(const kpool::KernelConfig &config, const KPoolView *k,
+                      const KPoolView *gate, int64_t numRequests,
+                      const uint32_t *iro, const uint32_t *slots,
+                      const KPoolProducedPool *produced, int64_t capacity,
+                      StepArguments &a) {
   const char *op = "step";
-  if (numProduced)
-    *numProduced = 0;
-  if (!store)
-    return makeError("step: the pool store is null");
   KPOOL_CHECK(checkView(op, "k", k));
   KPOOL_CHECK(checkView(op, "gate", gate));
   if (numRequests < 0 || numRequests > INT32_MAX)
@@ -81,128 +68,335 @@ kpoolPoolStoreStepImpl(KPoolPoolStore *store, const KPoolView *k,
     return makeError("step: 'input_row_offsets' is null");
   if (numRequests > 0 && !slots)
     return makeError("step: 'slot_idx' is null");
-  std::vector<uint32_t> offsets(iro, iro + numRequests + 1);
-  std::vector<uint32_t> slotValues(slots, slots + numRequests);
-  std::vector<kpool::ProducedPool> produced;
-  if (KPoolError *e =
-          wrap(store->store->step(*k, *gate, offsets, slotValues, &produced)))
-    return e;
-  store->produced.clear();
-  for (const kpool::ProducedPool &p : produced)
-    store->produced.push_back({p.slot, p.fromRing ? 1 : 0, p.pool});
-  if (numProduced)
-    *numProduced = static_cast<int64_t>(produced.size());
+  if (capacity < 0)
+    return makeError("step: the capacity of 'produced' must be at least 0, "
+                     "got " +
+                     std::to_string(capacity));
+  if (produced) {
+    int64_t rows = k->rank >= 1 ? std::max<int64_t>(k->sizes[0], 0) : 0;
+    int64_t most = kpoolStoreMaxProduced(config.kpool, rows, numRequests);
+    if (capacity < most)
+      return makeError(
+          "step: 'produced' has room for " + std::to_string(capacity) +
+          " records, a call of " + std::to_string(rows) + " rows of 'k' and " +
+          std::to_string(numRequests) + " requests may produce " +
+          std::to_string(most) +
+          " (floor(rows / kpool) + requests: kpoolStoreMaxProduced)");
+  }
+  a.offsets.assign(iro, iro + numRequests + 1);
+  a.slots.assign(slots, slots + numRequests);
   return nullptr;
+}
+
+/// One step of either store.
+template <typename Store>
+KPoolError *step(Store *store, const KPoolView *k, const KPoolView *gate,
+                 int64_t numRequests, const uint32_t *iro,
+                 const uint32_t *slots, KPoolProducedPool *produced,
+                 int64_t capacity, int64_t *numProduced) {
+  if (numProduced)
+    *numProduced = 0;
+  if (!store || !store->store)
+    return makeError("step: the pool store is null");
+  StepArguments a;
+  KPOOL_CHECK(checkStep(store->store->kernels().config(), k, gate, numRequests,
+                        iro, slots, produced, capacity, a));
+  KPOOL_CHECK(
+      wrap(store->store->step(*k, *gate, a.offsets, a.slots, &a.produced)));
+  if (produced)
+    for (size_t i = 0; i < a.produced.size(); ++i)
+      produced[i] = {a.produced[i].slot, a.produced[i].fromRing ? 1 : 0,
+                     a.produced[i].pool};
+  if (numProduced)
+    *numProduced = static_cast<int64_t>(a.produced.size());
+  return nullptr;
+}
+
+/// The slot's bookkeeping, or false: a null store, a bad slot, a closed
+/// store (or no memory for the message that says which).
+template <typename Store>
+bool slotInfo(const Store *store, uint32_t slot, kpool::SlotInfo &info) {
+  try {
+    return store && store->store && store->store->slotInfo(slot, info).ok();
+  } catch (const std::bad_alloc &) {
+    return false;
+  }
+}
+
+KPoolError *nullStore(const char *op) {
+  return makeError(std::string(op) + ": the pool store is null");
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// PoolStore
+//===----------------------------------------------------------------------===//
+
+KPoolError *kpoolPoolStoreCreate(const KPoolKernelSet *kernels,
+                                 int64_t maxSlots, const float *ape,
+                                 KPoolPoolStore **result) {
+  return kpoolPoolStoreCreateWithWindow(kernels, maxSlots, 0, ape, result);
+}
+
+KPoolError *kpoolPoolStoreCreateWithWindow(const KPoolKernelSet *kernels,
+                                           int64_t maxSlots, int64_t ringWindow,
+                                           const float *ape,
+                                           KPoolPoolStore **result) {
+  return guard("pool store", [&]() -> KPoolError * {
+    if (!result)
+      return makeError("pool store: the result pointer is null");
+    *result = nullptr;
+    KPOOL_CHECK(checkKernels("pool store", kernels));
+    kpool::Status status;
+    std::unique_ptr<kpool::PoolStore> created = kpool::PoolStore::create(
+        kernels->kernels, maxSlots, ape, status, ringWindow);
+    if (!created)
+      return wrap(status);
+    *result = new KPoolPoolStore{std::move(created)};
+    return nullptr;
+  });
 }
 
 KPoolError *kpoolPoolStoreStep(KPoolPoolStore *store, const KPoolView *k,
                                const KPoolView *gate, int64_t numRequests,
                                const uint32_t *iro, const uint32_t *slots,
+                               KPoolProducedPool *produced, int64_t capacity,
                                int64_t *numProduced) {
   return guard("step", [&] {
-    return kpoolPoolStoreStepImpl(store, k, gate, numRequests, iro, slots,
-                                  numProduced);
+    return step(store, k, gate, numRequests, iro, slots, produced, capacity,
+                numProduced);
   });
 }
 
-const KPoolProducedPool *kpoolPoolStoreGetProduced(const KPoolPoolStore *store,
-                                                   int64_t *count) {
-  if (count)
-    *count = store ? static_cast<int64_t>(store->produced.size()) : 0;
-  return store ? store->produced.data() : nullptr;
+KPoolError *kpoolPoolStoreAccept(KPoolPoolStore *store, uint32_t slot,
+                                 int64_t accepted) {
+  return guard("accept", [&] {
+    return store ? wrap(store->store->accept(slot, accepted))
+                 : nullStore("accept");
+  });
 }
+
+KPoolError *kpoolPoolStoreReset(KPoolPoolStore *store, uint32_t slot) {
+  return guard("reset", [&] {
+    return store ? wrap(store->store->reset(slot)) : nullStore("reset");
+  });
+}
+
+void kpoolPoolStoreClose(KPoolPoolStore *store) {
+  if (store)
+    store->store->close();
+}
+
+bool kpoolPoolStoreIsClosed(const KPoolPoolStore *store) {
+  return !store || store->store->closed();
+}
+
+void kpoolPoolStoreDestroy(KPoolPoolStore *store) { delete store; }
 
 int64_t kpoolPoolStoreGetMaxSlots(const KPoolPoolStore *store) {
-  return store ? store->maxSlots : 0;
-}
-
-static bool validSlot(const KPoolPoolStore *store, uint32_t slot) {
-  return store && static_cast<int64_t>(slot) < store->maxSlots;
-}
-
-int64_t kpoolPoolStoreGetTokens(const KPoolPoolStore *store, uint32_t slot) {
-  return validSlot(store, slot) ? store->store->tokens(slot) : -1;
-}
-
-int64_t kpoolPoolStoreGetNumPools(const KPoolPoolStore *store, uint32_t slot) {
-  return validSlot(store, slot) ? store->store->pools(slot) : -1;
-}
-
-const void *kpoolPoolStoreGetPool(const KPoolPoolStore *store, uint32_t slot,
-                                  int64_t pool) {
-  return validSlot(store, slot) ? store->store->pool(slot, pool) : nullptr;
-}
-
-static std::string slotError(const char *op, const KPoolPoolStore *store,
-                             uint32_t slot) {
-  return std::string(op) + ": slot " + std::to_string(slot) +
-         " is not below max_slots = " + std::to_string(store->maxSlots);
-}
-
-static KPoolError *kpoolPoolStoreCopyPoolsImpl(const KPoolPoolStore *store,
-                                               uint32_t slot, int64_t first,
-                                               int64_t count,
-                                               const KPoolView *dst) {
-  const char *op = "copy_pools";
-  if (!store)
-    return makeError("copy_pools: the pool store is null");
-  if (!validSlot(store, slot))
-    return makeError(slotError(op, store, slot));
-  KPOOL_CHECK(checkView(op, "dst", dst));
-  int64_t have = store->store->pools(slot);
-  if (first < 0 || count < 0 || first > have || count > have - first)
-    return makeError("copy_pools: pools [" + std::to_string(first) + ", " +
-                     std::to_string(first) + " + " + std::to_string(count) +
-                     ") are not all among the " + std::to_string(have) +
-                     " pools of slot " + std::to_string(slot));
-  const kpool::KernelConfig &c = store->store->kernels().config();
-  if (dst->rank != 2 || dst->sizes[0] != count || dst->sizes[1] != c.headDim)
-    return makeError("copy_pools: 'dst' must have shape [" +
-                     std::to_string(count) + ", " + std::to_string(c.headDim) +
-                     "] (count x head_dim)");
-  if (count > 0 && !dst->data)
-    return makeError("copy_pools: 'dst' has no data pointer");
-  int64_t size = kpool::elementTypeSize(c.elementType);
-  auto *out = static_cast<char *>(dst->data);
-  for (int64_t i = 0; i < count; ++i) {
-    const auto *row =
-        static_cast<const char *>(store->store->pool(slot, first + i));
-    for (int64_t d = 0; d < c.headDim; ++d)
-      std::memcpy(out + (i * dst->strides[0] + d * dst->strides[1]) * size,
-                  row + d * size, size);
-  }
-  return nullptr;
-}
-
-KPoolError *kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
-                                    int64_t first, int64_t count,
-                                    const KPoolView *dst) {
-  return guard("copy_pools", [&] {
-    return kpoolPoolStoreCopyPoolsImpl(store, slot, first, count, dst);
-  });
-}
-
-bool kpoolRingHoldsPending(int64_t kpool, int64_t window, int64_t accepted,
-                           int64_t end) {
-  return kpool >= 1 && kpool::ringHoldsPending(kpool, window, accepted, end);
+  return store ? store->store->maxSlots() : 0;
 }
 
 int64_t kpoolPoolStoreGetRingWindow(const KPoolPoolStore *store) {
   return store ? store->store->ringWindow() : -1;
 }
 
-KPoolError *kpoolPoolStoreAccept(KPoolPoolStore *store, uint32_t slot,
-                                 int64_t accepted) {
-  if (!store)
-    return makeError("accept: the pool store is null");
-  return wrap(store->store->accept(slot, accepted));
+int64_t kpoolPoolStoreGetTokens(const KPoolPoolStore *store, uint32_t slot) {
+  kpool::SlotInfo info;
+  return slotInfo(store, slot, info) ? info.tokens : -1;
 }
 
-KPoolError *kpoolPoolStoreReset(KPoolPoolStore *store, uint32_t slot) {
+int64_t kpoolPoolStoreGetNumPools(const KPoolPoolStore *store, uint32_t slot) {
+  kpool::SlotInfo info;
+  return slotInfo(store, slot, info)
+             ? info.tokens / store->store->kernels().config().kpool
+             : -1;
+}
+
+const void *kpoolPoolStoreGetPool(const KPoolPoolStore *store, uint32_t slot,
+                                  int64_t pool) {
+  return store ? store->store->pool(slot, pool) : nullptr;
+}
+
+KPoolError *kpoolPoolStoreCopyPools(const KPoolPoolStore *store, uint32_t slot,
+                                    int64_t first, int64_t count,
+                                    const KPoolView *dst) {
+  return guard("copy_pools", [&]() -> KPoolError * {
+    if (!store)
+      return nullStore("copy_pools");
+    KPOOL_CHECK(checkView("copy_pools", "dst", dst));
+    return wrap(store->store->copyPools(slot, first, count, *dst));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// PagedPoolStore
+//===----------------------------------------------------------------------===//
+
+KPoolError *kpoolPagedPoolStoreCreate(const KPoolKernelSet *kernels,
+                                      const float *ape,
+                                      const KPoolPagedPoolStoreOptions *options,
+                                      KPoolPagedPoolStore **result) {
+  const char *op = "paged pool store";
+  return guard(op, [&]() -> KPoolError * {
+    if (!result)
+      return makeError("paged pool store: the result pointer is null");
+    *result = nullptr;
+    KPOOL_CHECK(checkKernels(op, kernels));
+    if (!options)
+      return makeError("paged pool store: the options are null");
+    kpool::PagedPoolStoreOptions o;
+    o.maxSlots = options->maxSlots;
+    o.pageSize = options->pageSize;
+    o.numPages = options->numPages;
+    o.pageStride = options->pageStride;
+    o.ringWindow = options->ringWindow;
+    o.cache = options->cache;
+    // numPages entries are read only when that count is valid (the C++
+    // store rejects the others first).
+    if (options->pageOrder && options->numPages >= 1 &&
+        options->numPages < (int64_t(1) << 31))
+      o.pageOrder.assign(options->pageOrder,
+                         options->pageOrder + options->numPages);
+    kpool::Status status;
+    std::unique_ptr<kpool::PagedPoolStore> created =
+        kpool::PagedPoolStore::create(kernels->kernels, ape, o, status);
+    if (!created)
+      return wrap(status);
+    *result = new KPoolPagedPoolStore{std::move(created)};
+    return nullptr;
+  });
+}
+
+KPoolError *kpoolPagedPoolStoreStep(KPoolPagedPoolStore *store,
+                                    const KPoolView *k, const KPoolView *gate,
+                                    int64_t numRequests, const uint32_t *iro,
+                                    const uint32_t *slots,
+                                    KPoolProducedPool *produced,
+                                    int64_t capacity, int64_t *numProduced) {
+  return guard("step", [&] {
+    return step(store, k, gate, numRequests, iro, slots, produced, capacity,
+                numProduced);
+  });
+}
+
+KPoolError *kpoolPagedPoolStoreAccept(KPoolPagedPoolStore *store, uint32_t slot,
+                                      int64_t accepted) {
+  return guard("accept", [&] {
+    return store ? wrap(store->store->accept(slot, accepted))
+                 : nullStore("accept");
+  });
+}
+
+KPoolError *kpoolPagedPoolStoreRelease(KPoolPagedPoolStore *store,
+                                       uint32_t slot) {
+  return guard("release", [&] {
+    return store ? wrap(store->store->release(slot)) : nullStore("release");
+  });
+}
+
+void kpoolPagedPoolStoreClose(KPoolPagedPoolStore *store) {
+  if (store)
+    store->store->close();
+}
+
+bool kpoolPagedPoolStoreIsClosed(const KPoolPagedPoolStore *store) {
+  return !store || store->store->closed();
+}
+
+void kpoolPagedPoolStoreDestroy(KPoolPagedPoolStore *store) { delete store; }
+
+int64_t kpoolPagedPoolStoreGetTokens(const KPoolPagedPoolStore *store,
+                                     uint32_t slot) {
+  kpool::SlotInfo info;
+  return slotInfo(store, slot, info) ? info.tokens : -1;
+}
+
+int64_t kpoolPagedPoolStoreGetNumPools(const KPoolPagedPoolStore *store,
+                                       uint32_t slot) {
+  kpool::SlotInfo info;
+  return slotInfo(store, slot, info)
+             ? info.tokens / store->store->kernels().config().kpool
+             : -1;
+}
+
+/// Copies `ids` into the caller's `out` (room for `capacity`).
+static KPoolError *copyPages(const char *op, const std::vector<uint32_t> &ids,
+                             uint32_t *out, int64_t capacity, int64_t *count) {
+  if (capacity < 0 || (capacity > 0 && !out))
+    return makeError(std::string(op) +
+                     ": 'pages' must be NULL with capacity "
+                     "0, or hold capacity >= 0 entries; got capacity " +
+                     std::to_string(capacity));
+  if (count)
+    *count = static_cast<int64_t>(ids.size());
+  std::copy_n(ids.begin(), std::min<int64_t>(capacity, ids.size()), out);
+  return nullptr;
+}
+
+KPoolError *kpoolPagedPoolStoreGetPages(const KPoolPagedPoolStore *store,
+                                        uint32_t slot, uint32_t *pages,
+                                        int64_t capacity, int64_t *count) {
+  return guard("pages", [&]() -> KPoolError * {
+    if (count)
+      *count = 0;
+    if (!store)
+      return nullStore("pages");
+    std::vector<uint32_t> ids;
+    KPOOL_CHECK(wrap(store->store->pages(slot, ids)));
+    return copyPages("pages", ids, pages, capacity, count);
+  });
+}
+
+KPoolError *kpoolPagedPoolStoreGetFreePages(const KPoolPagedPoolStore *store,
+                                            uint32_t *pages, int64_t capacity,
+                                            int64_t *count) {
+  return guard("free_pages", [&]() -> KPoolError * {
+    if (count)
+      *count = 0;
+    if (!store)
+      return nullStore("free_pages");
+    if (store->store->closed())
+      return makeError("free_pages: the store is closed");
+    return copyPages("free_pages", store->store->freePages(), pages, capacity,
+                     count);
+  });
+}
+
+KPoolError *kpoolPagedPoolStoreGetEntry(const KPoolPagedPoolStore *store,
+                                        uint32_t slot, int64_t pool,
+                                        void *values, int64_t valuesBytes,
+                                        float *scale) {
+  return guard("entry", [&]() -> KPoolError * {
+    if (!store)
+      return nullStore("entry");
+    const kpool::PagedPoolStore &s = *store->store;
+    int64_t need = s.kernels().config().headDim * s.entryBytes();
+    if (values && valuesBytes < need)
+      return makeError("entry: 'values' has " + std::to_string(valuesBytes) +
+                       " bytes, an entry has " + std::to_string(need) +
+                       " (head_dim x entry bytes)");
+    return wrap(s.entry(slot, pool, values, scale));
+  });
+}
+
+KPoolError *kpoolPagedPoolStoreGetLayout(const KPoolPagedPoolStore *store,
+                                         KPoolPagedPoolStoreLayout *layout) {
   if (!store)
-    return makeError("reset: the pool store is null");
-  if (!validSlot(store, slot))
-    return makeError(slotError("reset", store, slot));
-  store->store->reset(slot);
+    return nullStore("layout");
+  if (!layout)
+    return makeError("layout: the result pointer is null");
+  const kpool::PagedPoolStore &s = *store->store;
+  layout->maxSlots = s.maxSlots();
+  layout->ringWindow = s.ringWindow();
+  layout->pageSize = s.pageSize();
+  layout->numPages = s.numPages();
+  layout->pageStride = s.pageStride();
+  layout->entryBytes = s.entryBytes();
+  layout->buffer = s.buffer();
+  layout->bufferBytes = s.bufferBytes();
+  layout->cacheKeys = s.cacheKeys();
+  layout->cacheScales = s.cacheScales();
   return nullptr;
 }

@@ -37,6 +37,11 @@ Arrays of other libraries work without a copy: host arrays exposing
 (``__cuda_array_interface__``, CUDA DLPack) on a ``KernelSet(...,
 target="cuda")``. ``import kpool.torch`` (needs torch; not imported here)
 registers the ops as PyTorch custom ops (``torch.ops.kpool.*``).
+
+Threads: kernel sets (and the module functions) are safe to share; a store
+(:class:`PoolStore`, :class:`PagedPoolStore`) serializes the calls on it,
+each ``step`` returns its own pools, and ``close`` waits for a running
+call.
 """
 
 from . import reference

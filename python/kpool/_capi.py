@@ -143,13 +143,34 @@ class CallOptions(ctypes.Structure):
                 ("validation", ctypes.c_int32)]
 
 
-class ProducedPoolStruct(ctypes.Structure):
-    """KPoolProducedPool."""
+class PagedStoreOptions(ctypes.Structure):
+    """KPoolPagedPoolStoreOptions."""
 
     _fields_ = [
-        ("slot", ctypes.c_uint32),
-        ("fromRing", ctypes.c_int32),
-        ("pool", ctypes.c_int64),
+        ("maxSlots", ctypes.c_int64),
+        ("pageSize", ctypes.c_int64),
+        ("numPages", ctypes.c_int64),
+        ("pageStride", ctypes.c_int64),
+        ("ringWindow", ctypes.c_int64),
+        ("pageOrder", ctypes.POINTER(ctypes.c_int64)),
+        ("cache", ctypes.c_void_p),
+    ]
+
+
+class PagedStoreLayout(ctypes.Structure):
+    """KPoolPagedPoolStoreLayout."""
+
+    _fields_ = [
+        ("maxSlots", ctypes.c_int64),
+        ("ringWindow", ctypes.c_int64),
+        ("pageSize", ctypes.c_int64),
+        ("numPages", ctypes.c_int64),
+        ("pageStride", ctypes.c_int64),
+        ("entryBytes", ctypes.c_int64),
+        ("buffer", ctypes.c_void_p),
+        ("bufferBytes", ctypes.c_int64),
+        ("cacheKeys", View),
+        ("cacheScales", View),
     ]
 
 
@@ -225,20 +246,24 @@ def _declare(lib):
     fn("kpoolCall", _ErrorP, c_void_p, c_int32, c_void_p, ctypes.c_size_t,
        ctypes.POINTER(CallOptions))
     fn("kpoolCheck", _ErrorP, c_void_p, c_int32, c_void_p, ctypes.c_size_t)
+    # The stores (kpool-c/Stores.h). A step writes its produced pools into
+    # the caller's buffer of KPoolProducedPool records.
+    fn("kpoolRingHoldsPending", c_bool, c_int64, c_int64, c_int64, c_int64)
+    fn("kpoolStoreMaxProduced", c_int64, c_int64, c_int64, c_int64)
+    step = (_ErrorP, c_void_p, _ViewP, _ViewP, c_int64, u32p, u32p, c_void_p,
+            c_int64, i64p)
+    for store in ("kpoolPoolStore", "kpoolPagedPoolStore"):
+        fn(store + "Step", *step)
+        fn(store + "Accept", _ErrorP, c_void_p, c_uint32, c_int64)
+        fn(store + "Close", None, c_void_p)
+        fn(store + "IsClosed", c_bool, c_void_p)
+        fn(store + "Destroy", None, c_void_p)
+        fn(store + "GetTokens", c_int64, c_void_p, c_uint32)
+        fn(store + "GetNumPools", c_int64, c_void_p, c_uint32)
     fn("kpoolPoolStoreCreateWithWindow", _ErrorP, c_void_p, c_int64,
        c_int64, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(c_void_p))
     fn("kpoolPoolStoreGetRingWindow", c_int64, c_void_p)
-    fn("kpoolRingHoldsPending", ctypes.c_bool, c_int64, c_int64, c_int64,
-       c_int64)
-    fn("kpoolPoolStoreAccept", _ErrorP, c_void_p, c_uint32, c_int64)
-    fn("kpoolPoolStoreDestroy", None, c_void_p)
-    fn("kpoolPoolStoreStep", _ErrorP, c_void_p, _ViewP, _ViewP, c_int64, u32p,
-       u32p, i64p)
-    fn("kpoolPoolStoreGetProduced", ctypes.POINTER(ProducedPoolStruct),
-       c_void_p, i64p)
     fn("kpoolPoolStoreGetMaxSlots", c_int64, c_void_p)
-    fn("kpoolPoolStoreGetTokens", c_int64, c_void_p, c_uint32)
-    fn("kpoolPoolStoreGetNumPools", c_int64, c_void_p, c_uint32)
     fn("kpoolPoolStoreCopyPools", _ErrorP, c_void_p, c_uint32, c_int64,
        c_int64, _ViewP)
     fn("kpoolPoolStoreReset", _ErrorP, c_void_p, c_uint32)
@@ -250,6 +275,18 @@ def _declare(lib):
     fn("kpoolKernelCacheClear", _ErrorP, i64p)
     fn("kpoolKernelCacheGetStatistics", None,
        ctypes.POINTER(CacheStatistics), ctypes.POINTER(ctypes.c_char_p))
+    fn("kpoolPagedPoolStoreCreate", _ErrorP, c_void_p,
+       ctypes.POINTER(ctypes.c_float), ctypes.POINTER(PagedStoreOptions),
+       ctypes.POINTER(c_void_p))
+    fn("kpoolPagedPoolStoreRelease", _ErrorP, c_void_p, c_uint32)
+    fn("kpoolPagedPoolStoreGetPages", _ErrorP, c_void_p, c_uint32, u32p,
+       c_int64, i64p)
+    fn("kpoolPagedPoolStoreGetFreePages", _ErrorP, c_void_p, u32p, c_int64,
+       i64p)
+    fn("kpoolPagedPoolStoreGetEntry", _ErrorP, c_void_p, c_uint32, c_int64,
+       c_void_p, c_int64, ctypes.POINTER(ctypes.c_float))
+    fn("kpoolPagedPoolStoreGetLayout", _ErrorP, c_void_p,
+       ctypes.POINTER(PagedStoreLayout))
 
 
 def _names(lib, which):

@@ -14,6 +14,7 @@
 // RUN:   KPOOL_KERNEL_PACKS= kpool-capi-runtime-test 2>&1 | FileCheck %s
 
 #include "kpool-c/Runtime.h"
+#include "kpool-c/Stores.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -282,6 +283,19 @@ int main(void) {
   KPoolCallOptions misaligned = {(uint64_t *)((char *)words + 4), NULL,
                                  KPOOL_VALIDATION_CHECK};
   report("misaligned status", kpoolCompress(ks, &compress, &misaligned));
+  // Overlapping operands (contract revision 3): an output on an input, and
+  // a status word inside an output, named with both operands; with any
+  // validation (the views' address ranges are compared, nothing is read).
+  KPoolCompressArgs onK = compress;
+  onK.pooled.data = onK.k.data;
+  // CHECK: pooled on k: error: compress: 'pooled' (bytes
+  // {{0x[0-9a-f]+\.\.0x[0-9a-f]+}}), which the op writes, overlaps 'k' (bytes
+  report("pooled on k", kpoolCompress(ks, &onK, validated(0)));
+  uintptr_t word8 = ((uintptr_t)compress.pooled.data + 7) & ~(uintptr_t)7;
+  KPoolCallOptions inPooled = {(uint64_t *)word8, NULL, KPOOL_VALIDATION_TRUST};
+  // CHECK: status in pooled: error: compress: 'pooled' {{.*}}, which the op
+  // writes, overlaps the status word (bytes
+  report("status in pooled", kpoolCompress(ks, &compress, &inPooled));
   // CHECK: bad validation: error: compress: validation 7 is not one of KPOOL_VALIDATION_AUTO
   KPoolCallOptions badValidation = {NULL, NULL, 7};
   report("bad validation", kpoolCompress(ks, &compress, &badValidation));
@@ -444,25 +458,31 @@ int main(void) {
   KPoolView prefillK = view2(k, 6, D), prefillGate = view2(gate, 6, D);
   int64_t produced = -1;
   // CHECK: prefill: ok
+  KPoolProducedPool list[8];
   report("prefill", kpoolPoolStoreStep(store, &prefillK, &prefillGate, 1,
-                                       stepIro, stepSlot, &produced));
+                                       stepIro, stepSlot, list, 8, &produced));
   // CHECK: produced 1, tokens 6
   printf("produced %lld, tokens %lld\n", (long long)produced,
          (long long)kpoolPoolStoreGetTokens(store, 1));
   for (int t = 6; t < 8; ++t) {
     uint32_t one[2] = {0, 1};
     KPoolView dk = view2(k + t * D, 1, D), dg = view2(gate + t * D, 1, D);
-    report("decode",
-           kpoolPoolStoreStep(store, &dk, &dg, 1, one, stepSlot, &produced));
+    report("decode", kpoolPoolStoreStep(store, &dk, &dg, 1, one, stepSlot, list,
+                                        8, &produced));
   }
   // CHECK: decode: ok
   // CHECK: decode: ok
-  int64_t count = 0;
-  const KPoolProducedPool *last = kpoolPoolStoreGetProduced(store, &count);
+  // The step's own pools come back from the step itself.
   // CHECK: last step: 1 pool(s): slot 1 pool 1 from ring 1
   printf("last step: %lld pool(s): slot %u pool %lld from ring %d\n",
-         (long long)count, last[0].slot, (long long)last[0].pool,
-         last[0].fromRing);
+         (long long)produced, list[0].slot, (long long)list[0].pool,
+         list[0].fromRing);
+  // A buffer smaller than the most a call can produce is refused first.
+  // CHECK: small buffer: error: step: 'produced' has room for 1 records, a call
+  // of 6 rows of 'k' and 1 requests may produce 2
+  report("small buffer",
+         kpoolPoolStoreStep(store, &prefillK, &prefillGate, 1, stepIro,
+                            stepSlot, list, 1, &produced));
   float storePools[2 * D];
   KPoolView vstorePools = view2(storePools, 2, D);
   // CHECK: copy: ok
@@ -472,8 +492,9 @@ int main(void) {
          memcmp(storePools, pooled, sizeof storePools) == 0);
   // CHECK: bad step: error: {{.*}}slot_idx[0] = 5 is not below max_slots = 3
   uint32_t badStepSlot[1] = {5};
-  report("bad step", kpoolPoolStoreStep(store, &prefillK, &prefillGate, 1,
-                                        stepIro, badStepSlot, &produced));
+  report("bad step",
+         kpoolPoolStoreStep(store, &prefillK, &prefillGate, 1, stepIro,
+                            badStepSlot, NULL, 0, &produced));
   // CHECK: after the bad step: tokens 8 pools 2
   printf("after the bad step: tokens %lld pools %lld\n",
          (long long)kpoolPoolStoreGetTokens(store, 1),
@@ -504,11 +525,11 @@ int main(void) {
   uint32_t twoIro[2] = {0, 2}, threeIro[2] = {0, 3}, specSlot[1] = {2};
   KPoolView k2 = view2(k, 2, D), g2 = view2(gate, 2, D);
   KPoolView k3 = view2(k + 2 * D, 3, D), g3 = view2(gate + 2 * D, 3, D);
-  report("spec prefill",
-         kpoolPoolStoreStep(store, &k2, &g2, 1, twoIro, specSlot, &produced));
+  report("spec prefill", kpoolPoolStoreStep(store, &k2, &g2, 1, twoIro,
+                                            specSlot, NULL, 0, &produced));
   // Positions 2, 3, 4: pool 0 completes, then both drafts are rejected.
-  report("verify",
-         kpoolPoolStoreStep(store, &k3, &g3, 1, threeIro, specSlot, &produced));
+  report("verify", kpoolPoolStoreStep(store, &k3, &g3, 1, threeIro, specSlot,
+                                      NULL, 0, &produced));
   // CHECK: verify: tokens 5 pools 1
   printf("verify: tokens %lld pools %lld\n",
          (long long)kpoolPoolStoreGetTokens(store, 2),
@@ -523,6 +544,20 @@ int main(void) {
   report("accept 2 of 1", kpoolPoolStoreAccept(store, 2, 2));
   // CHECK: accept on NULL: error: accept: the pool store is null
   report("accept on NULL", kpoolPoolStoreAccept(NULL, 2, 0));
+  // Close: later calls fail cleanly, queries say -1, and close is
+  // idempotent.
+  kpoolPoolStoreClose(store);
+  kpoolPoolStoreClose(store);
+  // CHECK: closed 1: step: the store is closed; tokens -1 pools -1
+  KPoolError *closedError = kpoolPoolStoreStep(store, &k2, &g2, 1, twoIro,
+                                               specSlot, NULL, 0, &produced);
+  printf("closed %d: %s; tokens %lld pools %lld\n",
+         kpoolPoolStoreIsClosed(store), kpoolErrorMessage(closedError),
+         (long long)kpoolPoolStoreGetTokens(store, 2),
+         (long long)kpoolPoolStoreGetNumPools(store, 2));
+  kpoolErrorDestroy(closedError);
+  // CHECK: accept after close: error: accept: the store is closed
+  report("accept after close", kpoolPoolStoreAccept(store, 2, 0));
   kpoolPoolStoreDestroy(store);
   kpoolKernelSetDestroy(ks);
   // CHECK: done

@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kpool-c/Runtime.h"
+#include "kpool-c/Stores.h"
 #include "kpool/ABI/KernelABI.h"
 
 #include <algorithm>
@@ -1342,9 +1343,15 @@ void fuzzPoolStore(int config, Bytes &in) {
       trace += (b ? ", " : "") + std::to_string(m.slots[b]);
     trace += "}\n";
     traceCall("", {&k, &gate});
+    // The step's records: room for the most a call can produce, sometimes
+    // none (refused before anything runs when pools are possible), or no
+    // buffer at all.
+    std::vector<KPoolProducedPool> list(size_t(T / c.kpool + B + 1));
+    int64_t capacity = in.chance(16) ? 0 : int64_t(list.size());
+    KPoolProducedPool *out = in.chance(16) ? nullptr : list.data();
     e = kpoolPoolStoreStep(store, k.ptr(), gate.ptr(), n,
                            nullIro ? nullptr : m.iro.data(),
-                           nullSlots ? nullptr : m.slots.data(),
+                           nullSlots ? nullptr : m.slots.data(), out, capacity,
                            in.chance(16) ? nullptr : &produced);
     bool ok = finish("step", e, {&k, &gate});
     for (int64_t s = 0; s < maxSlots; ++s) {
@@ -1361,10 +1368,12 @@ void fuzzPoolStore(int config, Bytes &in) {
       tokens[s] = t;
       pools[s] = p;
     }
-    if (ok && produced != -7) {
-      int64_t count = -1;
-      const KPoolProducedPool *list = kpoolPoolStoreGetProduced(store, &count);
-      CHECK(count == produced, "step: produced count");
+    if (ok && out)
+      CHECK(capacity >= kpoolStoreMaxProduced(c.kpool, T, n),
+            "step: a buffer smaller than the most a call produces accepted");
+    if (ok && produced != -7 && out) {
+      int64_t count = produced;
+      CHECK(count <= capacity, "step: produced count past the buffer");
       for (int64_t i = 0; i < count; ++i)
         CHECK(list[i].slot < maxSlots && list[i].pool >= 0 &&
                   list[i].pool < pools[list[i].slot],

@@ -262,7 +262,7 @@ Status KernelSet::call(abi::KernelId id, const void *args, Stream stream,
   }
   bool check;
   KPOOL_TRY(impl->metadataChecks(v, id, validation, check));
-  KPOOL_TRY(checkOperands(impl->config, v, id, args, check));
+  KPOOL_TRY(checkOperands(impl->config, v, id, args, check, stream.status));
   marshalAndCall(impl->backend, id, args, stream);
   return Status();
 }

@@ -2,13 +2,15 @@
 //
 // Each op's rules, written once on the fields of its argument structs (a
 // `*_cache` kernel's struct has the fields of its op's plus the cache
-// group's, so the same template checks both), and the table's rule for
-// every view.
+// group's, so the same template checks both), the table's rule for every
+// view, and the overlap rule for every operand the table says is written.
 //
 //===----------------------------------------------------------------------===//
 
 #include "OperandChecks.h"
 
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -274,11 +276,163 @@ Status checkTable(const KernelConfig &c, Validator &v, abi::KernelId id,
   return Status();
 }
 
+//===----------------------------------------------------------------------===//
+// Overlapping operands
+//===----------------------------------------------------------------------===//
+
+/// One operand as the overlap check sees it: the bytes of its elements,
+/// with every stride made non-negative (`base` is its lowest byte).
+/// Addresses and spans are 128-bit, a span saturated at 2^80 bytes (no view
+/// in a 64-bit address space reaches that far), so nothing overflows.
+struct Extent {
+  const char *name = nullptr;
+  bool written = false;
+  int64_t rank = 0;
+  int64_t sizes[KPOOL_MAX_RANK] = {};
+  __int128 strides[KPOOL_MAX_RANK] = {}; ///< in bytes, >= 0
+  __int128 spans[KPOOL_MAX_RANK] = {};   ///< (size - 1) * stride, saturated
+  __int128 base = 0, last = 0;           ///< the lowest and highest byte
+  int64_t elementSize = 1;
+
+  /// `view` of `elementSize`-byte elements; false when it is empty.
+  bool set(const View &view, int64_t size) {
+    for (int64_t d = 0; d < view.rank; ++d)
+      if (view.sizes[d] <= 0)
+        return false;
+    const __int128 limit = __int128(1) << 80;
+    rank = view.rank;
+    elementSize = size;
+    base = __int128(reinterpret_cast<uintptr_t>(view.data));
+    for (int64_t d = 0; d < rank; ++d) {
+      sizes[d] = view.sizes[d];
+      __int128 stride = __int128(view.strides[d]) * size;
+      strides[d] = stride < 0 ? -stride : stride;
+      spans[d] = strides[d] * (sizes[d] - 1);
+      spans[d] = spans[d] > limit ? limit : spans[d];
+      if (stride < 0)
+        base -= spans[d];
+    }
+    last = base + slab(-1);
+    return true;
+  }
+
+  /// The bytes of index 0 of dimension `p` lie in [base, base + slab(p)]
+  /// (of every element for p = -1); those of index i, i * strides[p] on.
+  __int128 slab(int64_t p) const {
+    __int128 s = elementSize - 1;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != p)
+        s += spans[d];
+    return s;
+  }
+};
+
+/// floor(a / b) and ceil(a / b) for b > 0.
+__int128 floorDiv(__int128 a, __int128 b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+__int128 ceilDiv(__int128 a, __int128 b) { return -floorDiv(-a, b); }
+
+/// Whether `a` and `b` may share a byte. They do not when their byte
+/// ranges are disjoint, or when a dimension of each with the same byte
+/// stride S steps through slabs that interleave without touching (the keys
+/// and the scales of the pages of one cache; two column blocks of one
+/// matrix). Sound: views that share a byte are always reported.
+bool mayOverlap(const Extent &a, const Extent &b) {
+  if (a.last < b.base || b.last < a.base)
+    return false;
+  for (int64_t p = 0; p < a.rank; ++p)
+    for (int64_t q = 0; q < b.rank; ++q) {
+      __int128 period = a.strides[p];
+      if (period <= 0 || b.strides[q] != period ||
+          a.spans[p] >= (__int128(1) << 80) ||
+          b.spans[q] >= (__int128(1) << 80))
+        continue;
+      // Slab i of a, [a.base + i S, + la], meets slab j of b iff k = i - j
+      // has k S in [d - la, d + lb], with d = b.base - a.base.
+      __int128 la = a.slab(p), lb = b.slab(q), d = b.base - a.base;
+      __int128 low = ceilDiv(d - la, period), high = floorDiv(d + lb, period);
+      if (low < 1 - b.sizes[q])
+        low = 1 - b.sizes[q];
+      if (high > a.sizes[p] - 1)
+        high = a.sizes[p] - 1;
+      if (low > high)
+        return false;
+    }
+  return true;
+}
+
+/// "'name' (bytes 0x...-0x...)", or the status word's.
+std::string describe(const Extent &e) {
+  char range[64];
+  std::snprintf(range, sizeof range, " (bytes 0x%llx..0x%llx)",
+                static_cast<unsigned long long>(e.base),
+                static_cast<unsigned long long>(e.last));
+  return (std::strcmp(e.name, "status") ? "'" + std::string(e.name) + "'"
+                                        : std::string("the status word")) +
+         range;
+}
+
+/// Contract revision 3, "Overlapping operands": no operand the kernel
+/// writes (the table's outputs, and the status word) overlaps another
+/// operand of the call; inputs may overlap each other. Empty views overlap
+/// nothing; the cache scales of a format without them are neither read nor
+/// written, so they are skipped. The first pair in the table's order is
+/// named.
+Status checkOverlap(const KernelConfig &c, Validator &v, abi::KernelId id,
+                    const void *args, const uint64_t *status) {
+  const abi::Kernel &kernel = abi::kernel(id);
+  const char *bytes = static_cast<const char *>(args);
+  int64_t elementSize =
+      c.poolOffsetsOnly ? 4 : int64_t(elementTypeSize(c.elementType));
+  int64_t entrySize = c.cache.entry == CacheEntry::FP8 ? 1 : elementSize;
+  constexpr int maxOperands = 32;
+  Extent extents[maxOperands];
+  int count = 0;
+  for (int i = 0; i < kernel.numOperands && count < maxOperands; ++i) {
+    const abi::Operand &o = kernel.operands[i];
+    Extent &e = extents[count];
+    e.name = o.name;
+    bool present;
+    if (o.role == abi::Role::Context && o.kind == abi::Kind::U64) {
+      View word{};
+      word.data = const_cast<uint64_t *>(status);
+      word.rank = 1;
+      word.sizes[0] = status ? 1 : 0;
+      word.strides[0] = 1;
+      e.written = true;
+      present = e.set(word, 8);
+    } else if (o.role == abi::Role::Output || o.role == abi::Role::Input) {
+      if (o.kind == abi::Kind::CacheScale && c.cache.entry != CacheEntry::FP8)
+        continue;
+      e.written = o.role == abi::Role::Output;
+      present = e.set(*reinterpret_cast<const View *>(bytes + o.offset),
+                      abi::kindSize(o.kind, elementSize, entrySize));
+    } else {
+      continue;
+    }
+    count += present;
+  }
+  for (int i = 0; i < count; ++i)
+    for (int j = i + 1; j < count; ++j) {
+      const Extent &a = extents[i], &b = extents[j];
+      if ((!a.written && !b.written) || !mayOverlap(a, b))
+        continue;
+      const Extent &w = a.written ? a : b, &r = a.written ? b : a;
+      return v.error(describe(w) + ", which the op writes, overlaps " +
+                     describe(r) +
+                     "; an operand the op writes may not overlap another "
+                     "operand of the call");
+    }
+  return Status();
+}
+
 } // namespace
 
 Status kpool::detail::checkOperands(const KernelConfig &config, Validator &v,
                                     abi::KernelId id, const void *args,
-                                    bool check) {
+                                    bool check, const uint64_t *status) {
   KPOOL_TRY(checkOp(config, v, id, args, check));
-  return checkTable(config, v, id, args);
+  KPOOL_TRY(checkTable(config, v, id, args));
+  return checkOverlap(config, v, id, args, status);
 }

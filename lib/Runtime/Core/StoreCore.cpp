@@ -130,10 +130,15 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
   a.tail = ringView();
   a.num_requests = static_cast<int32_t>(batch);
   // Validation reads shapes and metadata, never the outputs' data: it runs
-  // on views of a placeholder, before the outputs are allocated.
-  static uint8_t placeholder[16];
-  a.closed = denseView(placeholder, {batch, c.headDim});
-  a.pooled = denseView(placeholder, {s.capacity, c.headDim});
+  // before the outputs are allocated, on placeholder views of their shapes
+  // whose strides are 0, so that each covers one element of its own
+  // placeholder and overlaps no other operand (validation rejects written
+  // operands that overlap).
+  alignas(8) static uint8_t placeholders[2][8];
+  a.closed = denseView(placeholders[0], {batch, c.headDim});
+  a.pooled = denseView(placeholders[1], {s.capacity, c.headDim});
+  for (View *v : {&a.closed, &a.pooled})
+    v->strides[0] = v->strides[1] = 0;
   // The one check both stores make before anything changes (the paged
   // store before it takes pages): the fused step's host validation.
   if (Status st = kernelSet->check(a); !st.ok())
@@ -146,8 +151,8 @@ Status StoreCore::prepareStep(const View &k, const View &gate,
     return Status::error("step: out of memory (" +
                          std::to_string(closedBytes + pooledBytes) +
                          " bytes for the step's pooled rows)");
-  a.closed.data = s.closedRows.data.get();
-  a.pooled.data = s.pooled.data.get();
+  a.closed = denseView(s.closedRows.data.get(), {batch, c.headDim});
+  a.pooled = denseView(s.pooled.data.get(), {s.capacity, c.headDim});
   return Status();
 }
 
