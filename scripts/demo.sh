@@ -51,7 +51,16 @@ on_gpu_or_emulated() {
 
 out="$build/demo"
 mkdir -p "$out"
-echo "== 1. lower examples/serving_step.mlir to PTX (sm_90) and assemble it"
+# Each phase says how long it took (wall clock, this machine).
+phase_start=0
+phase() {
+  if [ "$phase_start" != 0 ]; then
+    echo "   (took $(awk -v a="$phase_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s)"
+  fi
+  phase_start=$(date +%s.%N)
+  if [ $# -gt 0 ]; then echo "$*"; fi
+}
+phase "== 1. lower examples/serving_step.mlir to PTX (sm_90) and assemble it"
 lower serving_step
 # One gpu.binary per launched kernel; each one's PTX is assembled alone.
 rm -rf "$out/ptx"
@@ -59,7 +68,7 @@ python3 "$root/utils/extract-ptx.py" "$out/serving_step.nvvm.mlir" --split "$out
 echo "   $(ls "$out/ptx" | wc -l) kernel modules, PTX in $out/ptx"
 assemble serving_step
 
-echo "== 2. run chunked prefill + decode over a ragged batch"
+phase "== 2. run chunked prefill + decode over a ragged batch"
 if have_gpu && [ -x "$build/bin/kpool-gpu-demo" ]; then
   "$build/bin/kpool-gpu-demo"
 else
@@ -67,9 +76,10 @@ else
   "$build/bin/kpool-demo" --verbose
 fi
 
-echo "== 3. the production pool cache: examples/serving_step_cache.mlir to PTX"
+phase "== 3. the production pool cache: examples/serving_step_cache.mlir to PTX"
 lower serving_step_cache
 assemble serving_step_cache
 
-echo "== 4. a serving schedule into a paged FP8 cache, every byte checked"
+phase "== 4. a serving schedule into a paged FP8 cache, every byte checked"
 on_gpu_or_emulated kpool-gpu-cache-check
+phase

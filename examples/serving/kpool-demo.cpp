@@ -169,6 +169,12 @@ int main(int argc, char **argv) {
       ring += p.fromRing;
     produced += pools.size();
     fromRing += ring;
+    if (call == 0) { // the columns: one per request, by its ring slot
+      std::printf("call  #  phase      slot");
+      for (uint32_t slot : slots)
+        std::printf(" %4u", slot);
+      std::printf("  -> pools produced (of them closed from the ring)\n");
+    }
     std::printf("call %2d  %-8s tokens", call, phase);
     for (size_t r = 0; r < requests.size(); ++r)
       std::printf(" %4lld", (long long)std::max<int64_t>(counts[r], 0));

@@ -67,6 +67,12 @@ int main() {
                    s.message().c_str());
       return false;
     }
+    if (call == 0) { // the columns: one per request, by its ring slot
+      std::printf("call  #  phase      slot");
+      for (uint32_t slot : slots)
+        std::printf(" %4u", slot);
+      std::printf("  -> pools produced (of them closed from the ring)\n");
+    }
     std::printf("call %2d  %-8s tokens", call++, phase);
     for (int64_t c : counts)
       std::printf(" %4lld", (long long)std::max<int64_t>(c, 0));
