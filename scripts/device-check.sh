@@ -80,7 +80,8 @@ if [ "${KPOOL_RELINK:-0}" = 1 ] ||
   r="$pack/relink"
   cuda="${CUDA_HOME:-/usr/local/cuda}"
   c++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -I"$cuda/include" \
-    "$r/CudaRuntimeWrappers.cpp" -o "$pack/libkpool_cuda_runtime.so" \
+    -I"$r" -I"$r/include" "$r/CudaRuntimeWrappers.cpp" "$r/CudaSupport.cpp" \
+    -o "$pack/libkpool_cuda_runtime.so" \
     -L"$cuda/lib64/stubs" -L"$cuda/lib/stubs" -lcuda || exit 1
   for exe in kpool-gpu-check kpool-gpu-capture kpool-gpu-cache-check kpool-gpu-demo kpool-bench-gpu; do
     c++ -o "$pack/$exe" "$r/$exe.o" "$r"/libKPoolGpuSupport.a \
