@@ -77,8 +77,8 @@ std::mutex contextMutex;
 } // namespace
 
 /// Reports a failed driver call; aborts when `onError` says so.
-bool kpool::cuda_support::check(CUresult result, const char *entry, const char *call,
-           OnError onError) {
+bool kpool::cuda_support::check(CUresult result, const char *entry,
+                                const char *call, OnError onError) {
   if (result == CUDA_SUCCESS)
     return true;
   std::fprintf(stderr, "kpool_cuda_runtime: %s: %s failed: %s (%d): %s%s\n",
@@ -131,7 +131,8 @@ DescriptorView kpool::cuda_support::viewOf(int64_t rank, void *descriptor) {
   return view;
 }
 
-size_t kpool::cuda_support::spanBytes(int64_t rank, const DescriptorView &view, int64_t eltBytes) {
+size_t kpool::cuda_support::spanBytes(int64_t rank, const DescriptorView &view,
+                                      int64_t eltBytes) {
   int64_t last = 0;
   for (int64_t d = 0; d < rank; ++d) {
     if (view.sizes[d] <= 0)

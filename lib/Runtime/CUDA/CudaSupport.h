@@ -1,4 +1,5 @@
-//===- CudaSupport.h - the mgpu layer's driver checks and contexts -*- C++ -*-===//
+//===- CudaSupport.h - the mgpu layer's driver checks and contexts -*- C++
+//-*-===//
 //
 // What every mgpu* entry point of CudaRuntimeWrappers.cpp shares: how a
 // failed driver call is reported (and when it aborts, as upstream's mgpu

@@ -176,12 +176,11 @@ public:
   /// The tail ring: `[max_slots, 2, R, head_dim]` with a ring window
   /// `R >= kpool` (a dynamic `R` is checked at run time), of the keys'
   /// element type.
-  LogicalResult checkTail(Value tail, Value k, int64_t kpool,
-                          int64_t headDim) {
-    if (failed(checkShape(tail, "tail",
-                          {ShapedType::kDynamic, 2, ShapedType::kDynamic,
-                           headDim},
-                          "max_slots x 2 x window x head_dim")))
+  LogicalResult checkTail(Value tail, Value k, int64_t kpool, int64_t headDim) {
+    if (failed(
+            checkShape(tail, "tail",
+                       {ShapedType::kDynamic, 2, ShapedType::kDynamic, headDim},
+                       "max_slots x 2 x window x head_dim")))
       return failure();
     int64_t window = type(tail).getDimSize(2);
     if (!ShapedType::isDynamic(window) && window < kpool)
@@ -246,7 +245,8 @@ public:
                        {slotIdx, "slot_idx", 0}});
   }
 
-  /// ring_close's outputs: `closed_pool` `[batch]` i32 or i64 and the closed rows
+  /// ring_close's outputs: `closed_pool` `[batch]` i32 or i64 and the closed
+  /// rows
   /// (`name`) `[batch, head_dim]` of the keys' element type. With every
   /// metadata length dynamic, closed_pool's length fixes the batch.
   LogicalResult checkClosedOutputs(Value rows, StringRef name, Value closedPool,
@@ -272,9 +272,8 @@ public:
                                           Value ape, Value inputRowOffsets,
                                           Value cacheLengths, Value slotIdx,
                                           int64_t kpool, int64_t headDim) {
-    FailureOr<int64_t> batch =
-        checkRingRequests(k, gate, tail, inputRowOffsets, cacheLengths,
-                          slotIdx, kpool, headDim);
+    FailureOr<int64_t> batch = checkRingRequests(
+        k, gate, tail, inputRowOffsets, cacheLengths, slotIdx, kpool, headDim);
     if (failed(batch) || failed(checkApe(ape, kpool, headDim)))
       return failure();
     return batch;
@@ -312,7 +311,6 @@ public:
     return success();
   }
 
-
   /// The optional pool-cache destination of an op whose pools have `k`'s
   /// element type: `block_table` `[batch, pages per request]` i32/ui32,
   /// `cache_keys` `[pages, page_size, head_dim]` of the keys' element type
@@ -321,8 +319,8 @@ public:
   /// `hadamard` only for a power-of-two `head_dim`).
   LogicalResult checkCache(Value blockTable, Value keys, Value scales,
                            std::optional<Rotate> rotate,
-                           std::optional<Scale> scale, Value k,
-                           int64_t headDim, int64_t batch) {
+                           std::optional<Scale> scale, Value k, int64_t headDim,
+                           int64_t batch) {
     if (!blockTable) {
       if (keys || scales)
         return op->emitOpError()
@@ -352,8 +350,7 @@ public:
                           {batch, ShapedType::kDynamic},
                           "batch x pages per request")) ||
         failed(checkShape(keys, "cache_keys",
-                          {ShapedType::kDynamic, ShapedType::kDynamic,
-                           headDim},
+                          {ShapedType::kDynamic, ShapedType::kDynamic, headDim},
                           "pages x page_size x head_dim")))
       return failure();
     Type elt = type(k).getElementType();
@@ -421,9 +418,9 @@ public:
   }
 
   /// Appends the pool-cache operands that are present to `operands`.
-  static void addCacheOperands(
-      SmallVectorImpl<std::pair<Value, StringRef>> &operands, Value blockTable,
-      Value keys, Value scales) {
+  static void
+  addCacheOperands(SmallVectorImpl<std::pair<Value, StringRef>> &operands,
+                   Value blockTable, Value keys, Value scales) {
     if (blockTable)
       operands.push_back({blockTable, "block_table"});
     if (keys)
