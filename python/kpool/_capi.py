@@ -1,7 +1,7 @@
 """ctypes bindings of the runtime's C API, libKPoolRuntime.so
-(kpool-c/Runtime.h, kpool-c/Packs.h). The library needs no MLIR: it opens
-the JIT (libKPoolJit.so, next to it) only when a kernel set must be
-compiled, and loads kernel packs and the disk cache's kernels itself.
+(kpool-c/Runtime.h, kpool-c/Stores.h, kpool-c/Packs.h). The library needs no
+MLIR: it opens the JIT (libKPoolJit.so, next to it) only when a kernel set
+must be compiled, and loads kernel packs and the disk cache's kernels itself.
 
 Everything about the kernels comes from the library: :func:`kernels` reads
 the kernel ABI table (kpoolKernelAbiGetKernel: each kernel's operands in
@@ -267,14 +267,6 @@ def _declare(lib):
     fn("kpoolPoolStoreCopyPools", _ErrorP, c_void_p, c_uint32, c_int64,
        c_int64, _ViewP)
     fn("kpoolPoolStoreReset", _ErrorP, c_void_p, c_uint32)
-    # The version, kernel packs and the kernel cache (kpool-c/Packs.h).
-    fn("kpoolGetVersion", ctypes.c_char_p)
-    fn("kpoolLoadKernelPack", _ErrorP, ctypes.c_char_p, i64p)
-    fn("kpoolKernelCacheGetDirectory", ctypes.c_char_p)
-    fn("kpoolKernelCacheList", _ErrorP, CacheCallback, c_void_p)
-    fn("kpoolKernelCacheClear", _ErrorP, i64p)
-    fn("kpoolKernelCacheGetStatistics", None,
-       ctypes.POINTER(CacheStatistics), ctypes.POINTER(ctypes.c_char_p))
     fn("kpoolPagedPoolStoreCreate", _ErrorP, c_void_p,
        ctypes.POINTER(ctypes.c_float), ctypes.POINTER(PagedStoreOptions),
        ctypes.POINTER(c_void_p))
@@ -287,6 +279,14 @@ def _declare(lib):
        c_void_p, c_int64, ctypes.POINTER(ctypes.c_float))
     fn("kpoolPagedPoolStoreGetLayout", _ErrorP, c_void_p,
        ctypes.POINTER(PagedStoreLayout))
+    # The version, kernel packs and the kernel cache (kpool-c/Packs.h).
+    fn("kpoolGetVersion", ctypes.c_char_p)
+    fn("kpoolLoadKernelPack", _ErrorP, ctypes.c_char_p, i64p)
+    fn("kpoolKernelCacheGetDirectory", ctypes.c_char_p)
+    fn("kpoolKernelCacheList", _ErrorP, CacheCallback, c_void_p)
+    fn("kpoolKernelCacheClear", _ErrorP, i64p)
+    fn("kpoolKernelCacheGetStatistics", None,
+       ctypes.POINTER(CacheStatistics), ctypes.POINTER(ctypes.c_char_p))
 
 
 def _names(lib, which):
