@@ -43,8 +43,14 @@ function(kpool_add_gpu_kernels)
         list(APPEND args --scale=${cache_scale})
       endif()
     endif()
+    # As fatbins (PTX and an sm_90 cubin, which the CUDA driver chooses
+    # between; the emulated driver takes the PTX). kpool's own GPU image,
+    # kpool-aot's default (--format=ptx+cubin: the CUDA layer offers the
+    # cubin, then the PTX), is what kernel packs and the JIT embed; their
+    # tests run it (test/CAPI/kpool-capi-cuda.c, test/Python/cuda-emulated.test).
     kpool_add_aot_kernels(kpool_gpu_${type}_d${dim}_k${pool}${suffix}
-      TYPE ${type} HEAD_DIM ${dim} KPOOL ${pool} TARGET cuda ARGS ${args})
+      TYPE ${type} HEAD_DIM ${dim} KPOOL ${pool} TARGET cuda
+      ARGS --format=fatbin ${args})
   endforeach()
 endfunction()
 

@@ -12,13 +12,12 @@
 #   <prefix>/lib/libKPoolCAPI.so    the C API (RUNPATH $ORIGIN + LLVM's lib)
 #   <prefix>/lib/cmake/kpool/       KPoolConfig.cmake, version, targets
 #   <prefix>/python/kpool/          the Python package (ctypes)
-#   <prefix>/share/doc/kpool/       README.md, docs/*.md (docs/dialect: the
+#   <prefix>/share/doc/kpool/       README.md, CHANGELOG.md, docs/*.md (docs/dialect: the
 #                                   generated reference), examples/: the
 #                                   source tree's layout, so links resolve
 
 include(CMakePackageConfigHelpers)
 
-set(KPOOL_VERSION ${PROJECT_VERSION})
 set(KPOOL_INSTALL_INCLUDE_DIR include)
 set(KPOOL_INSTALL_LIB_DIR lib)
 set(KPOOL_INSTALL_CMAKE_DIR lib/cmake/kpool)
@@ -35,7 +34,8 @@ set(KPOOL_INSTALL_DOC_DIR share/doc/kpool)
 # library added later is exported without an edit here.
 include(${CMAKE_CURRENT_LIST_DIR}/KPoolLibraries.cmake)
 get_property(_kpool_roots GLOBAL PROPERTY MLIR_ALL_LIBS)
-kpool_project_libraries(_kpool_export_libs ${_kpool_roots} KPoolCAPI)
+kpool_project_libraries(_kpool_export_libs ${_kpool_roots} KPoolCAPI
+  KPoolRuntime KPoolJit)
 
 # Debian's libMLIR.so and libLLVM.so hold every MLIR and LLVM library the
 # kpool libraries link. In the build their link interface names MLIR's static
@@ -55,17 +55,26 @@ foreach(_kpool_lib IN LISTS _kpool_export_libs)
   endif()
   get_target_property(_kpool_deps ${_kpool_lib} INTERFACE_LINK_LIBRARIES)
   set(_kpool_new_deps)
+  # Only a library that links MLIR or LLVM libraries says so in its install
+  # interface: KPoolRuntimeCore links neither (an AOT consumer must not get
+  # libMLIR.so or libLLVM.so), only the system's (libdl).
+  set(_kpool_uses_mlir FALSE)
   foreach(_kpool_dep IN LISTS _kpool_deps)
     string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" _kpool_name
       "${_kpool_dep}")
     if(_kpool_name IN_LIST _kpool_export_libs)
       list(APPEND _kpool_new_deps "${_kpool_dep}")
-    elseif(_kpool_dep)
+    elseif(TARGET ${_kpool_name} OR _kpool_name MATCHES "^(MLIR|LLVM)")
       list(APPEND _kpool_new_deps "$<BUILD_INTERFACE:${_kpool_dep}>")
+      set(_kpool_uses_mlir TRUE)
+    elseif(_kpool_dep)
+      list(APPEND _kpool_new_deps "${_kpool_dep}")
     endif()
   endforeach()
-  list(APPEND _kpool_new_deps "$<INSTALL_INTERFACE:MLIR>"
-    "$<INSTALL_INTERFACE:LLVM>")
+  if(_kpool_uses_mlir)
+    list(APPEND _kpool_new_deps "$<INSTALL_INTERFACE:MLIR>"
+      "$<INSTALL_INTERFACE:LLVM>")
+  endif()
   set_property(TARGET ${_kpool_lib} PROPERTY
     INTERFACE_LINK_LIBRARIES "${_kpool_new_deps}")
 endforeach()
@@ -76,7 +85,7 @@ target_link_libraries(kpool_dialect INTERFACE
   MLIRKPool MLIRKPoolUtils MLIRKPoolTransforms MLIR LLVM)
 add_library(kpool_passes INTERFACE)
 target_link_libraries(kpool_passes INTERFACE kpool_dialect
-  KPoolRegistration KPoolPipelines MLIRKPoolToLinalg MLIR LLVM)
+  KPoolRegistration KPoolPipelines MLIRKPoolToLinalg MLIRKPoolToGPU MLIR LLVM)
 add_library(kpool_runtime INTERFACE)
 target_link_libraries(kpool_runtime INTERFACE kpool_passes KPoolRuntimeJit
   MLIR LLVM)
@@ -175,7 +184,7 @@ install(DIRECTORY ${KPOOL_SOURCE_DIR}/docs/
   DESTINATION ${KPOOL_INSTALL_DOC_DIR}/docs
   FILES_MATCHING PATTERN "*.md"
   PATTERN "dialect" EXCLUDE)
-install(FILES ${KPOOL_SOURCE_DIR}/README.md
+install(FILES ${KPOOL_SOURCE_DIR}/README.md ${KPOOL_SOURCE_DIR}/CHANGELOG.md
   DESTINATION ${KPOOL_INSTALL_DOC_DIR})
 install(DIRECTORY ${KPOOL_SOURCE_DIR}/examples
   DESTINATION ${KPOOL_INSTALL_DOC_DIR}

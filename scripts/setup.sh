@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
 # Installs what kpool needs on a Debian 12 machine, when it is missing.
 # Safe to run repeatedly: it only calls apt-get when a package is absent.
+#
+#   setup.sh            what building kpool and running the main job need
+#   setup.sh --tests    that, and what the test suite uses: PyTorch (the
+#                       tests of PyTorch tensors and kpool.torch run rather
+#                       than skip) and pip, setuptools, wheel and venv (the
+#                       wheel's test builds and installs the package)
+#
+# Anything beyond that installs only when asked for by name:
+#   setup.sh --with <package>...
 set -euo pipefail
 
 packages=(
@@ -9,6 +18,27 @@ packages=(
   cmake ninja-build
   python3-numpy python3-pytest
 )
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tests)
+      packages+=(python3-torch python3-pip python3-setuptools python3-wheel
+                 python3-venv)
+      ;;
+    --with)
+      shift
+      while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do
+        packages+=("$1")
+        shift
+      done
+      continue
+      ;;
+    *)
+      echo "usage: $0 [--tests] [--with <package>...]" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
 
 missing=()
 for p in "${packages[@]}"; do
@@ -22,16 +52,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-# Debian's CPU PyTorch, for the tests of PyTorch tensors and kpool.torch
-# (python/tests/test_torch.py, skipped without it): optional, so a machine
-# without it still builds and tests everything else.
-if ! dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed"; then
-  echo "setup: installing python3-torch (optional)"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  { [ ${#missing[@]} -gt 0 ] || $SUDO apt-get update -qq; } &&
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-torch >/dev/null ||
-    echo "setup: python3-torch is not available; the PyTorch tests will be skipped"
 fi
 echo "setup: LLVM/MLIR $(/usr/lib/llvm-22/bin/llvm-config --version), $(cmake --version | head -1)"

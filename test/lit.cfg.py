@@ -1,6 +1,7 @@
 # -*- Python -*-
 
 import os
+import shlex
 import shutil
 
 import lit.formats
@@ -48,6 +49,14 @@ if not getattr(config, "mlir_lib_dir", None):
     config.mlir_lib_dir = config.llvm_lib_dir
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+
+# Kernels the JIT compiles are cached on disk (kpool/Runtime/KernelCache.h):
+# the suite's go to one folder of the build tree, shared by its tests (the
+# configurations many tests use compile once), never to the user's
+# ~/.cache. The cache's own tests set their own folders.
+config.environment["KPOOL_CACHE_DIR"] = os.path.join(
+    config.kpool_obj_root, "test", "kernel-cache")
+config.substitutions.append(("%kpool_lib_dir", config.kpool_lib_dir))
 config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%kpool_src_root", config.kpool_src_root))
 config.substitutions.append(("%kpool_obj_root", config.kpool_obj_root))
@@ -110,7 +119,8 @@ config.substitutions.append(
 # another interpreter without them), and the CMake, generator and compiler
 # that configured this build, for building the example against an install.
 config.substitutions.append(
-    ("%kpool_capi_lib", os.path.join(config.kpool_lib_dir, "libKPoolCAPI.so")))
+    ("%kpool_capi_lib", os.path.join(config.kpool_lib_dir,
+                                     "libKPoolRuntime.so")))
 
 import subprocess
 
@@ -119,6 +129,13 @@ if os.path.exists(_python_numpy) and subprocess.call(
         [_python_numpy, "-c", "import numpy, pytest"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("python-numpy")
+# Building and installing the wheel (test/Python/wheel.test): pip,
+# setuptools, wheel and venv (Debian: python3-pip, python3-setuptools,
+# python3-wheel, python3-venv; scripts/setup.sh --tests installs them).
+if os.path.exists(_python_numpy) and subprocess.call(
+        [_python_numpy, "-c", "import setuptools, pip, wheel, venv, ensurepip"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("python-packaging")
 
 
 def _read_cmake_cache(path):
@@ -230,8 +247,15 @@ if os.path.exists(_cuda_runtime) and _gpu_tests != "0":
             "KPOOL_EMU_ON_FINDING": "exit",
         }
         # test/CudaEmu: the emulated driver's own tests, on every machine.
+        # Tests elsewhere that run a program on it (CUDA kernel sets from
+        # C, C++ and Python: test/CAPI, test/Runtime, test/Python) use
+        # `env %cuda_emu_env <program>`.
         if config.kpool_cuda_emu_executes:
             config.available_features.add("cuda-emu-executes")
+            config.substitutions.append(
+                ("%cuda_emu_env",
+                 " ".join("%s=%s" % (name, shlex.quote(value)) for name, value
+                          in config.kpool_cuda_emu_environment.items())))
     if _gpu_tests == "1" or (_gpu_tests != "emulated" and _have_gpu()):
         config.kpool_gpu = "gpu"
         config.available_features.update(["cuda-gpu", "ptx-executor"])

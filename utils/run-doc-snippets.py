@@ -22,7 +22,8 @@ The language is the first word of the info string; the words after it
               op's syntax names them
   c, cpp      compiled (syntax and types: -fsyntax-only) against the kpool,
               MLIR and LLVM headers; a C block with `int main` is also
-              linked against libKPoolCAPI.so and run
+              linked against the C API's libraries (libKPoolRuntime.so,
+              libKPoolCAPI.so) and run
   sh          executed with bash -e, in a scratch directory of the file's
               own where `build`, `examples`, `python`, `utils` and `scripts`
               are the build and source directories (so `build/bin/kpool-opt
@@ -146,7 +147,7 @@ class Runner:
         env = dict(os.environ, PYTHONPATH=os.path.join(self.src, "python"),
                    PYTHONDONTWRITEBYTECODE="1")
         env.setdefault("KPOOL_CAPI_LIB",
-                       os.path.join(self.build, "lib", "libKPoolCAPI.so"))
+                       os.path.join(self.build, "lib", "libKPoolRuntime.so"))
         self.env = env
         emu = os.path.join(self.build, "lib", "cuda-emu")
         self.python_env = dict(env)
@@ -222,7 +223,8 @@ class Runner:
             return r.returncode == 0, r.stdout
         exe = path[:-2]
         r = run([compiler, std, *self.includes, path, "-o", exe,
-                 f"-L{self.build}/lib", "-lKPoolCAPI", "-lm",
+                 f"-L{self.build}/lib", "-lKPoolRuntime", "-lKPoolCAPI",
+                 "-lm",
                  f"-Wl,-rpath,{self.build}/lib"])
         if r.returncode == 0:
             r = run([exe], cwd=scratch, env=self.env)

@@ -13,7 +13,7 @@ compressed in one call.
 
 Run from a build tree:
 
-    PYTHONPATH=python KPOOL_CAPI_LIB=build/lib/libKPoolCAPI.so \\
+    PYTHONPATH=python KPOOL_CAPI_LIB=build/lib/libKPoolRuntime.so \\
         /usr/bin/python3 examples/python/paged_cache_loop.py
 """
 

@@ -10,7 +10,7 @@ reference.
 
 Run from a build tree:
 
-    PYTHONPATH=python KPOOL_CAPI_LIB=build/lib/libKPoolCAPI.so \\
+    PYTHONPATH=python KPOOL_CAPI_LIB=build/lib/libKPoolRuntime.so \\
         /usr/bin/python3 examples/python/serving_loop.py
 
 or with an installed package (PYTHONPATH=<prefix>/python only).

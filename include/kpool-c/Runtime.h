@@ -1,13 +1,13 @@
 /*===- kpool-c/Runtime.h - C API of the kpool runtime -------------*- C -*-===*\
 |*                                                                            *|
 |* The kpool kernels, compiled once per configuration (target, element type, *|
-|* head_dim, kpool, pool-cache format) -- JIT-compiled for the CPU, or       *|
-|* precompiled kernels registered in the process (kpool-aot) -- and run on   *|
-|* caller-owned strided buffers (KPoolView). The kernel ABI (every kernel's   *|
-|* operands in order, with their offsets in the argument structs) can be      *|
-|* read at run time. The pool stores, which run the kernels for calls of      *|
-|* any shape, are in kpool-c/Stores.h. This is what the Python package        *|
-|* binds with ctypes.                                                         *|
+|* head_dim, kpool, pool-cache format) -- JIT-compiled for the CPU or CUDA  *|
+|* (libKPoolJit.so, loaded on demand), taken from the disk cache, or         *|
+|* precompiled (kpool-aot, kernel packs) -- and run on caller-owned strided  *|
+|* buffers (KPoolView). The kernel ABI (every kernel's operands in order,    *|
+|* with their offsets in the argument structs) can be read at run time. The *|
+|* pool stores, which run the kernels for calls of any shape, are in        *|
+|* kpool-c/Stores.h. This is what the Python package binds with ctypes.     *|
 |*                                                                            *|
 |* Errors. No function here aborts on bad input. A function that can fail    *|
 |* returns NULL on success or a KPoolError the caller must free with         *|
@@ -115,12 +115,15 @@ typedef struct KPoolKernelConfig {
 /// no OpenMP, no pool cache.
 KPOOL_CAPI_EXPORTED KPoolKernelConfig kpoolKernelConfigDefault(void);
 
-/// The kernel set of `config`: precompiled kernels registered in the
-/// process for it, else (CPU) kernels JIT-compiled once per process and
-/// configuration. Every handle of one configuration shares one set (the
-/// runtime's cache). The CUDA target only takes precompiled kernels and
-/// fails with a message naming the configuration when there are none. On
-/// success stores a new handle in `*result`.
+/// The kernel set of `config`. Either target takes, in order, kernels
+/// registered in the process (kpool-aot's registration functions, kernel
+/// packs: kpoolLoadKernelPack and the packs installed next to the runtime
+/// library), the disk cache of compiled kernels, then the JIT
+/// (libKPoolJit.so, opened from next to the runtime library); a
+/// configuration none of them provides fails with a message naming it and
+/// saying how to get it (kpool-c/Packs.h). Every handle of one
+/// configuration shares one set (the runtime's cache). On success stores a
+/// new handle in `*result`.
 KPOOL_CAPI_EXPORTED KPoolError *
 kpoolKernelSetCreate(const KPoolKernelConfig *config, KPoolKernelSet **result);
 
@@ -303,5 +306,8 @@ KPOOL_CAPI_EXPORTED const char *kpoolEnumName(int32_t which, int32_t value);
 #ifdef __cplusplus
 }
 #endif
+
+/* Kernel packs, the kernel cache and the version. */
+#include "kpool-c/Packs.h"
 
 #endif /* KPOOL_C_RUNTIME_H */

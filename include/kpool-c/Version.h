@@ -1,7 +1,8 @@
 /*===- kpool-c/Version.h - the kpool version through the C API ----*- C -*-===*\
 |*                                                                            *|
-|* The version of the libKPoolCAPI.so a program runs with, next to the      *|
-|* version it was compiled against (KPOOL_VERSION_STRING, kpool/Version.h). *|
+|* The version of the runtime library (libKPoolRuntime.so, which              *|
+|* libKPoolCAPI.so depends on) a program runs with, next to the version it    *|
+|* was compiled against (KPOOL_VERSION_STRING, kpool/Version.h).              *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 

@@ -13,7 +13,6 @@
 
 #include "kpool/ABI/KernelABI.h"
 #include "kpool/ABI/StatusWord.h"
-#include "kpool/Runtime/Jit.h"
 
 #include <vector>
 
@@ -83,9 +82,8 @@ KPoolError *kpoolKernelSetCreate(const KPoolKernelConfig *config,
     if (!config)
       return makeError("kernel set: the configuration is null");
     kpool::KernelConfig c = fromC(*config);
-    // The C API can JIT CPU kernels: libKPoolCAPI.so links the JIT.
-    if (c.target == kpool::Target::CPU)
-      kpool::registerJitCompiler();
+    // Kernels not registered or cached are compiled by the JIT, which the
+    // runtime loads on demand (libKPoolJit.so, kpool-c/Packs.h).
     kpool::Status status;
     std::shared_ptr<kpool::KernelSet> kernels = kpool::KernelSet::get(c, status);
     if (!kernels)

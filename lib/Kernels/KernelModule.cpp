@@ -57,11 +57,15 @@ std::string mlir::kpool::cacheFormatPrefix(const ::kpool::CacheFormat &cache) {
   return out;
 }
 
-/// The argument type of `operand`: a strided memref of its shape with every
-/// stride and the offset dynamic, or the scalar's type.
+/// The argument type of `operand`: a strided memref of its rank with every
+/// extent, stride and the offset dynamic, or the scalar's type. The extents
+/// the table fixes ('D', 'K', a number) are dynamic too: a raw entry point
+/// may be handed any sizes, and the op's own run-time extent checks
+/// (convert-kpool-to-linalg) then see them, record the Extent finding and
+/// write nothing; past the checks the lowering casts the operands back to
+/// the static extents, so the kernels' code is the same.
 static Type argumentType(OpBuilder &b, const abi::Operand &operand,
-                         Type element, Type cacheEntry, int64_t headDim,
-                         int64_t kpool) {
+                         Type element, Type cacheEntry) {
   Type kind = operand.kind == abi::Kind::Element      ? element
               : operand.kind == abi::Kind::CacheEntry ? cacheEntry
               : operand.kind == abi::Kind::F32 ||
@@ -76,14 +80,11 @@ static Type argumentType(OpBuilder &b, const abi::Operand &operand,
   int64_t dyn = ShapedType::kDynamic;
   SmallVector<int64_t> shape;
   for (StringRef dim : llvm::split(StringRef(operand.shape), 'x')) {
-    int64_t extent = dyn;
-    if (dim == "D")
-      extent = headDim;
-    else if (dim == "K")
-      extent = kpool;
-    else if (dim != "?" && dim.getAsInteger(10, extent))
-      llvm_unreachable("KernelABI.def: a dimension is not ?, D, K or a number");
-    shape.push_back(extent);
+    int64_t extent;
+    if (!dim.empty() && dim.front() >= '0' && dim.front() <= '9' &&
+        dim.getAsInteger(10, extent))
+      llvm_unreachable("KernelABI.def: a dimension is not a number");
+    shape.push_back(dyn);
   }
   SmallVector<int64_t> strides(shape.size(), dyn);
   return MemRefType::get(shape, kind,
@@ -115,8 +116,7 @@ mlir::kpool::buildKernelModule(MLIRContext &ctx, KPoolElementType type,
     SmallVector<Type> args;
     for (const abi::Operand &operand :
          ArrayRef(kernel.operands, kernel.numOperands))
-      args.push_back(
-          argumentType(b, operand, element, cacheEntry, headDim, kpool));
+      args.push_back(argumentType(b, operand, element, cacheEntry));
     auto fn =
         func::FuncOp::create(b, loc, kernelFunctionName(prefix, kernel.id),
                              b.getFunctionType(args, {}));

@@ -12,9 +12,12 @@
 
 #include "kpool/Pipelines/Pipelines.h"
 
+#include "PipelineSteps.h"
+
 #include <cstdio>
 
 #include "kpool/Conversion/Passes.h"
+#include "kpool/Conversion/KPoolToGPU/KPoolToGPU.h"
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
@@ -24,6 +27,7 @@
 #include "mlir/Dialect/LLVMIR/Transforms/OptimizeForNVVM.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
@@ -89,6 +93,26 @@ bool hasHardwareFP8(const std::string &chip) {
 bool isFile(const std::string &path) {
   return llvm::sys::fs::exists(path) && !llvm::sys::fs::is_directory(path);
 }
+
+/// kpool-map-to-gpu's options in the pipeline.
+mlir::kpool::KPoolMapToGPUPassOptions
+mapToGPUOptions(const mlir::kpool::KPoolToNVVMPipelineOptions &options) {
+  mlir::kpool::KPoolMapToGPUPassOptions mapOptions;
+  mapOptions.vectorBytes = options.vectorBytes;
+  mapOptions.blockSize = options.blockSize;
+  // The standalone pipeline's functions hold only kpool's kernels on the
+  // caller's device buffers: nothing may touch memory on the host. With
+  // map-other-ops, kpool-device-buffers checks that once the other ops are
+  // parallel loops and the buffers device buffers.
+  mapOptions.checkHostAccess = !options.mapOtherOps;
+  mapOptions.approximateExp = options.approximateExp;
+  mapOptions.fastMath = options.fastMath;
+  mapOptions.gridBlocks = options.gridBlocks;
+  // The FP8 conversion instruction (cvt...e4m3x2) exists from sm_89 on;
+  // older chips get the exact software conversion, the same codes.
+  mapOptions.hardwareFP8 = hasHardwareFP8(options.chip);
+  return mapOptions;
+}
 } // namespace
 
 LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &options,
@@ -132,16 +156,9 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &
   if (options.optLevel < 0 || options.optLevel > 3)
     return fail("opt-level must be in [0, 3], got " +
                 std::to_string(options.optLevel));
-  if (options.vectorBytes < 1 || options.vectorBytes > 16 ||
-      !llvm::isPowerOf2_64(options.vectorBytes))
-    return fail("vector-bytes must be a power of two in [1, 16], got " +
-                std::to_string(options.vectorBytes));
-  if (options.blockSize < 1 || options.blockSize > 1024)
-    return fail("block-size must be in [1, 1024], got " +
-                std::to_string(options.blockSize));
-  if (options.gridBlocks < 1 || options.gridBlocks > (int64_t(1) << 31) - 1)
-    return fail("grid-blocks must be in [1, 2^31 - 1], got " +
-                std::to_string(options.gridBlocks));
+  std::string mapError;
+  if (failed(verifyMapToGPUOptions(mapToGPUOptions(options), mapError)))
+    return fail(mapError);
   if (options.minBlocksPerSM < 0 || options.minBlocksPerSM > 64)
     return fail("min-blocks-per-sm must be in [0, 64], got " +
                 std::to_string(options.minBlocksPerSM));
@@ -179,46 +196,105 @@ LogicalResult kpool::verifyLowerToNVVMOptions(const KPoolToNVVMPipelineOptions &
   return success();
 }
 
+namespace {
+/// Moves the contents of every gpu.module into the first and points the
+/// launches there (option single-gpu-module): a module of many kernels is
+/// then translated, linked with libdevice, assembled by ptxas and loaded
+/// once instead of once per kernel. Symbols that clash (e.g. globals two
+/// kernels' modules both cloned) are renamed first.
+struct MergeGPUModules
+    : public PassWrapper<MergeGPUModules, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MergeGPUModules)
+  StringRef getArgument() const final { return "kpool-merge-gpu-modules"; }
+  void runOnOperation() override {
+    ModuleOp top = getOperation();
+    SmallVector<gpu::GPUModuleOp> modules(top.getOps<gpu::GPUModuleOp>());
+    if (modules.size() < 2)
+      return;
+    gpu::GPUModuleOp target = modules.front();
+    SymbolTable targetSymbols(target);
+    // (module, kernel) -> the kernel's name in the target.
+    DenseMap<std::pair<StringAttr, StringAttr>, StringAttr> moved;
+    unsigned counter = 0;
+    for (gpu::GPUModuleOp source : llvm::drop_begin(modules)) {
+      SymbolTable sourceSymbols(source);
+      for (Operation &op : llvm::make_early_inc_range(*source.getBody())) {
+        auto name =
+            op.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName());
+        if (!name)
+          continue;
+        StringAttr newName = name;
+        while (targetSymbols.lookup(newName) ||
+               (newName != name && sourceSymbols.lookup(newName)))
+          newName = StringAttr::get(
+              &getContext(), name.getValue() + "_" + std::to_string(counter++));
+        if (newName != name) {
+          if (failed(SymbolTable::replaceAllSymbolUses(&op, newName, source)))
+            return signalPassFailure();
+          SymbolTable::setSymbolName(&op, newName);
+        }
+        moved[{source.getNameAttr(), name}] = newName;
+      }
+      for (Operation &op : llvm::make_early_inc_range(*source.getBody())) {
+        op.moveBefore(target.getBody(), target.getBody()->end());
+        if (op.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
+          targetSymbols.insert(&op);
+      }
+    }
+    top.walk([&](gpu::LaunchFuncOp launch) {
+      auto it =
+          moved.find({launch.getKernelModuleName(), launch.getKernelName()});
+      if (it == moved.end())
+        return;
+      launch.setKernelAttr(SymbolRefAttr::get(
+          target.getNameAttr(), {FlatSymbolRefAttr::get(it->second)}));
+    });
+    for (gpu::GPUModuleOp source : llvm::drop_begin(modules))
+      source.erase();
+  }
+};
+} // namespace
+
 LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
                                               const KPoolToNVVMPipelineOptions &options,
                                               std::string *error) {
   if (failed(checkPipelineAnchor(pm, "kpool-lower-to-nvvm", error)))
     return failure();
-  std::string message;
-  if (failed(verifyLowerToNVVMOptions(options, message))) {
-    if (error)
-      *error = message;
-    return failure();
-  }
   // kpool -> gpu.launch over the structured IR.
   // Bufferization without deallocation: that makes a public function return
   // owned buffers, so each returned argument would get a bufferization.clone,
   // i.e. a host allocation and a host copy of device memory. The kernels
   // allocate nothing (kpool-map-to-gpu rejects host buffers), so there is
-  // nothing to free.
-  if (options.fuseStep)
-    pm.addPass(createKPoolFuseStepPass());
-  if (options.bufferize)
-    buildBufferizationPipeline(pm, /*deallocate=*/false);
+  // nothing to free. The caller's other ops may allocate: with
+  // map-other-ops their buffers are freed (in device memory).
+  if (failed(beginPipeline(pm, options, verifyLowerToNVVMOptions,
+                           /*deallocate=*/options.mapOtherOps, error)))
+    return failure();
   // No canonicalization before the mapping: it would fold pool_offsets'
   // one-iteration parallel loop, whose scan must run on the device.
   pm.addPass(createConvertKPoolToLinalgPass());
-  KPoolMapToGPUPassOptions mapOptions;
-  mapOptions.vectorBytes = options.vectorBytes;
-  mapOptions.blockSize = options.blockSize;
-  // The standalone pipeline's functions hold only kpool's kernels on the
-  // caller's device buffers: nothing may touch memory on the host.
-  mapOptions.checkHostAccess = true;
   // verifyLowerToNVVMOptions made sure libdevice exists unless exp is
   // approximated (math.exp would otherwise stay an unresolved __nv_expf).
   std::string toolkit = resolveCudaToolkitPath(options.cudaToolkit);
-  mapOptions.approximateExp = options.approximateExp;
-  mapOptions.fastMath = options.fastMath;
-  mapOptions.gridBlocks = options.gridBlocks;
-  // The FP8 conversion instruction (cvt...e4m3x2) exists from sm_89 on;
-  // older chips get the exact software conversion, the same codes.
-  mapOptions.hardwareFP8 = hasHardwareFP8(options.chip);
-  pm.addNestedPass<func::FuncOp>(createKPoolMapToGPUPass(mapOptions));
+  pm.addNestedPass<func::FuncOp>(
+      createKPoolMapToGPUPass(mapToGPUOptions(options)));
+  if (options.mapOtherOps) {
+    // The caller's ops, by upstream's mapping: parallel loops, the
+    // function's buffers in device memory (its host copies become parallel
+    // loops too), then the loops tiled 8 x 32 (rows x channels; a 1-D loop
+    // by 8), the innermost loop on threadIdx.x so that consecutive threads
+    // touch consecutive elements. No canonicalization between the tiling
+    // and the mapping: it would merge the tiled loops back.
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+    pm.addPass(createKPoolDeviceBuffersPass());
+    OpPassManager &funcPm = pm.nest<func::FuncOp>();
+    funcPm.addPass(createParallelLoopTilingPass({8, 32},
+                                                /*noMinMaxBounds=*/true));
+    GpuMapParallelLoopsPassOptions mapping;
+    mapping.mappingPolicyStr = "innermost-first";
+    funcPm.addPass(createGpuMapParallelLoopsPass(mapping));
+    funcPm.addPass(createConvertParallelLoopToGpuPass());
+  }
   // The scalar channel loops are already scf.for; this catches any other
   // linalg op a caller put next to the kpool ops.
   pm.addPass(createConvertLinalgToLoopsPass());
@@ -230,6 +306,11 @@ LogicalResult kpool::buildLowerToNVVMPipeline(OpPassManager &pm,
   // share.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // Device memory operations (the caller's, or map-other-ops's) only lower
+  // on a stream; functions without any keep their synchronous launches.
+  pm.addNestedPass<func::FuncOp>(createKPoolAsyncDeviceMemoryPass());
+  if (options.singleGPUModule)
+    pm.addPass(std::make_unique<MergeGPUModules>());
   // Read-only operands (for ld.global.nc) and the occupancy hint.
   KPoolGPUKernelAttrsPassOptions attrOptions;
   attrOptions.minBlocksPerSM = options.minBlocksPerSM;

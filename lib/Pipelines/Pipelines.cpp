@@ -2,6 +2,8 @@
 
 #include "kpool/Pipelines/Pipelines.h"
 
+#include "PipelineSteps.h"
+
 #include "kpool/Conversion/Passes.h"
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
@@ -29,6 +31,14 @@ void kpool::buildBufferizationPipeline(OpPassManager &pm, bool deallocate) {
   // The deallocation pipeline leaves bufferization.clone where a function
   // returns a buffer it also updated (the ring after seed_tail).
   pm.addPass(createConvertBufferizationToMemRefPass());
+}
+
+void kpool::addFuseAndBufferize(OpPassManager &pm, bool fuseStep,
+                                bool bufferize, bool deallocate) {
+  if (fuseStep)
+    pm.addPass(createKPoolFuseStepPass());
+  if (bufferize)
+    buildBufferizationPipeline(pm, deallocate);
 }
 
 LogicalResult kpool::verifyLowerToLLVMOptions(const KPoolToLLVMPipelineOptions &options,
@@ -63,16 +73,9 @@ LogicalResult kpool::buildLowerToLLVMPipeline(OpPassManager &pm,
                                               std::string *error) {
   if (failed(checkPipelineAnchor(pm, "kpool-lower-to-llvm", error)))
     return failure();
-  std::string message;
-  if (failed(verifyLowerToLLVMOptions(options, message))) {
-    if (error)
-      *error = message;
+  if (failed(beginPipeline(pm, options, verifyLowerToLLVMOptions,
+                           options.deallocate, error)))
     return failure();
-  }
-  if (options.fuseStep)
-    pm.addPass(createKPoolFuseStepPass());
-  if (options.bufferize)
-    buildBufferizationPipeline(pm, options.deallocate);
   // The CPU runs kpool.step's offsets scan as a prologue of its loop (one
   // O(B) pass); a GPU launch cannot, so kpool-lower-to-nvvm walks.
   ConvertKPoolToLinalgPassOptions linalgOptions;

@@ -25,8 +25,12 @@ bfloat16); PyTorch in, PyTorch out (bf16 as ``torch.bfloat16``). Element
 types are taken by their framework names too (``torch.bfloat16``,
 ``"bfloat16"``, ``np.float32``).
 
-The library is found through ``$KPOOL_CAPI_LIB`` or next to an install; see
-:mod:`kpool._capi` and docs/python.md.
+The library is found inside the package (a wheel: ``pip install .``), through
+``$KPOOL_CAPI_LIB``, or next to an install; see :mod:`kpool._capi` and
+docs/python.md. ``kpool.__version__`` is the library's version. Kernels come
+from kernel packs (:func:`load_kernel_pack`; the wheel's default pack holds
+the production CUDA configurations), the disk cache (:mod:`kpool.cache`) or
+the JIT, compiled once per configuration.
 
 Arrays of other libraries work without a copy: host arrays exposing
 ``__dlpack__`` (PyTorch CPU tensors) everywhere, device arrays
@@ -42,7 +46,7 @@ call.
 
 from . import reference
 from ._capi import KPoolError, LibraryNotFoundError, library_path
-from .kernels import KernelSet, kernel_set
+from .kernels import KernelSet, kernel_set, load_kernel_pack
 from .status import status_error
 from .stores import PagedPoolStore, PoolStore, ProducedPool, ring_holds_pending
 from .types import (DTYPES, bf16_to_f32, element_type, f32_to_bf16, from_f32,
@@ -51,8 +55,12 @@ from .types import (DTYPES, bf16_to_f32, element_type, f32_to_bf16, from_f32,
 
 def __getattr__(name):
     """The op functions (compress, step, ...): kpool.kernels makes them from
-    the library's kernel ABI table on first use."""
+    the library's kernel ABI table on first use; ``__version__``: the
+    library's version."""
     why = ""
+    if name == "__version__":
+        from ._capi import version
+        return version()
     if not name.startswith("_"):
         from . import kernels
         try:
@@ -78,6 +86,7 @@ __all__ = [
     "from_f32",
     "kernel_set",
     "library_path",
+    "load_kernel_pack",
     "pool_offsets",
     "reference",
     "ring_close",

@@ -1,4 +1,7 @@
-"""ctypes bindings of libKPoolCAPI.so (kpool-c/Runtime.h, kpool-c/Stores.h).
+"""ctypes bindings of the runtime's C API, libKPoolRuntime.so
+(kpool-c/Runtime.h, kpool-c/Stores.h, kpool-c/Packs.h). The library needs no
+MLIR: it opens the JIT (libKPoolJit.so, next to it) only when a kernel set
+must be compiled, and loads kernel packs and the disk cache's kernels itself.
 
 Everything about the kernels comes from the library: :func:`kernels` reads
 the kernel ABI table (kpoolKernelAbiGetKernel: each kernel's operands in
@@ -11,11 +14,13 @@ kpoolCall, on an argument struct built from that table.
 The library is looked up, in order:
 
 1. ``$KPOOL_CAPI_LIB``: the path of the library file itself (when set, the
-   only place tried);
-2. next to an install: ``<prefix>/lib/libKPoolCAPI.so`` when this package is
-   ``<prefix>/python/kpool`` (what ``cmake --install`` lays out);
-3. the package directory itself (a copy of the library placed there);
-4. the dynamic loader's search path (``LD_LIBRARY_PATH``, ldconfig).
+   only place tried; libKPoolCAPI.so, the dialect's C API, works too: it
+   depends on the runtime's);
+2. inside the package, ``kpool/_lib/libKPoolRuntime.so`` (the wheel);
+3. next to an install: ``<prefix>/lib/libKPoolRuntime.so`` when this package
+   is ``<prefix>/python/kpool`` (what ``cmake --install`` lays out);
+4. the package directory itself (a copy of the library placed there);
+5. the dynamic loader's search path (``LD_LIBRARY_PATH``, ldconfig).
 
 It is loaded on first use, so ``kpool.reference`` works without it.
 """
@@ -25,7 +30,7 @@ import ctypes
 import os
 import threading
 
-LIBRARY_NAME = "libKPoolCAPI.so"
+LIBRARY_NAME = "libKPoolRuntime.so"
 ENV_VAR = "KPOOL_CAPI_LIB"
 
 MAX_RANK = 4
@@ -68,7 +73,7 @@ class KPoolError(ValueError):
 
 
 class LibraryNotFoundError(OSError):
-    """libKPoolCAPI.so could not be found or loaded."""
+    """libKPoolRuntime.so could not be found or loaded."""
 
 
 class View(ctypes.Structure):
@@ -169,6 +174,25 @@ class PagedStoreLayout(ctypes.Structure):
     ]
 
 
+class CacheEntryInfo(ctypes.Structure):
+    """KPoolKernelCacheEntryInfo (kpool-c/Packs.h)."""
+
+    _fields_ = [("path", ctypes.c_char_p), ("bytes", ctypes.c_uint64),
+                ("summary", ctypes.c_char_p), ("valid", ctypes.c_int32),
+                ("problem", ctypes.c_char_p)]
+
+
+class CacheStatistics(ctypes.Structure):
+    """KPoolKernelCacheStatistics (kpool-c/Packs.h)."""
+
+    _fields_ = [(n, ctypes.c_int64)
+                for n in ("hits", "misses", "compiled", "stored", "rejected")]
+
+
+#: KPoolKernelCacheCallback.
+CacheCallback = ctypes.CFUNCTYPE(None, ctypes.POINTER(CacheEntryInfo),
+                                 ctypes.c_void_p)
+
 _ErrorP = ctypes.c_void_p
 _ViewP = ctypes.POINTER(View)
 _lock = threading.Lock()
@@ -184,6 +208,7 @@ def candidate_paths():
     env = os.environ.get(ENV_VAR)
     if env:
         return [env]
+    paths.append(os.path.join(here, "_lib", LIBRARY_NAME))
     paths.append(os.path.normpath(os.path.join(here, "..", "..", "lib",
                                                LIBRARY_NAME)))
     paths.append(os.path.join(here, LIBRARY_NAME))
@@ -254,6 +279,14 @@ def _declare(lib):
        c_void_p, c_int64, ctypes.POINTER(ctypes.c_float))
     fn("kpoolPagedPoolStoreGetLayout", _ErrorP, c_void_p,
        ctypes.POINTER(PagedStoreLayout))
+    # The version, kernel packs and the kernel cache (kpool-c/Packs.h).
+    fn("kpoolGetVersion", ctypes.c_char_p)
+    fn("kpoolLoadKernelPack", _ErrorP, ctypes.c_char_p, i64p)
+    fn("kpoolKernelCacheGetDirectory", ctypes.c_char_p)
+    fn("kpoolKernelCacheList", _ErrorP, CacheCallback, c_void_p)
+    fn("kpoolKernelCacheClear", _ErrorP, i64p)
+    fn("kpoolKernelCacheGetStatistics", None,
+       ctypes.POINTER(CacheStatistics), ctypes.POINTER(ctypes.c_char_p))
 
 
 def _names(lib, which):
@@ -333,6 +366,11 @@ def library_path():
     """The file the library was loaded from."""
     lib = load()
     return lib._name
+
+
+def version():
+    """kpool's version, as the library reports it (e.g. ``"0.1.0"``)."""
+    return load().kpoolGetVersion().decode()
 
 
 def check(error):

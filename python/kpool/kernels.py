@@ -21,6 +21,7 @@ A call that raises has written nothing.
 
 import ctypes
 import inspect
+import os
 
 import numpy as np
 
@@ -51,10 +52,14 @@ class KernelSet(metaclass=_Generated):
 
     ``dtype`` is the element type: "bf16"/"bfloat16"/torch.bfloat16 (numpy
     uint16 bit patterns), "f16"/"float16"/torch.float16/numpy.float16 or
-    "f32"/"float32"/torch.float32/numpy.float32. ``target`` is "cpu"
-    (JIT-compiled once per process and configuration; later sets share it)
-    or "cuda" (precompiled kernels registered in the process; KPoolError
-    names the configuration when there are none). ``cache``, ``rotate``
+    "f32"/"float32"/torch.float32/numpy.float32. ``target`` is "cpu" or
+    "cuda". Either takes, in order, kernels registered in the process
+    (kernel packs: :func:`load_kernel_pack` and the packs installed next to
+    the library, whose default CUDA pack holds bf16 and f16, head_dim 128,
+    kpool 4, every pool-cache format), the disk cache (:mod:`kpool.cache`),
+    then the JIT (libKPoolJit.so), once per process and configuration;
+    later sets share it. A configuration none of them provides is a
+    KPoolError naming it and saying how to get it. ``cache``, ``rotate``
     and ``scale``: the pool-cache format (docs/pool-cache.md): ``cache``
     None (no cache kernels), "element" or "fp8"; ``rotate`` "none" or
     "hadamard"; ``scale`` "absmax" or "pow2". The values' rules (head_dim
@@ -265,6 +270,22 @@ def kernel_set(dtype, head_dim, kpool, **config):
     """The :class:`KernelSet` of a configuration (see there); every handle of
     one configuration shares the library's one compiled set."""
     return KernelSet(dtype, head_dim, kpool, **config)
+
+
+def load_kernel_pack(path):
+    """Loads the kernel pack at ``path`` (a ``.so`` made by ``kpool-aot
+    --pack``) and registers its configurations: kernel sets of those
+    configurations then use its kernels, with no compilation. Returns how
+    many configurations it holds. Loading a pack again does nothing (and
+    returns 0). Raises :class:`KPoolError` when the file is not a pack, or
+    is a pack of another kpool (the message says which). The packs
+    installed next to the library load by themselves the first time a
+    configuration is not found (``$KPOOL_KERNEL_PACKS``, a colon-separated
+    list of files and folders, replaces them)."""
+    count = ctypes.c_int64(0)
+    _capi.check(_capi.load().kpoolLoadKernelPack(os.fsencode(path),
+                                                 ctypes.byref(count)))
+    return count.value
 
 
 def pool_offsets_set(kpool):

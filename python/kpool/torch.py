@@ -161,9 +161,20 @@ def _make(op, cache, allocated, compute):
 
 
 def _rows(value):
-    """Entries of a metadata operand (a tensor or a list)."""
-    return int(value.shape[0]) if isinstance(value, torch.Tensor) else \
-        len(value)
+    """Entries of a metadata operand (a tensor, an array with a shape, or a
+    list)."""
+    shape = getattr(value, "shape", None)
+    return int(shape[0]) if shape is not None else len(value)
+
+
+#: The implementations registered, by (op name, dispatch key), e.g.
+#: ``("compress", "CUDA")``: what ``torch.ops.kpool.*`` dispatches to.
+implementations = {}
+
+
+def _register(name, impl, key):
+    implementations[(name, key)] = impl
+    _lib.impl(name, impl, key)
 
 
 for _op in ops.ops().values():
@@ -171,10 +182,10 @@ for _op in ops.ops().values():
         _schema, _allocated = _plan(_op, _cache)
         _name = _op.kernel_for(_cache).name
         _lib.define(_schema)
-        _lib.impl(_name, _make(_op, _cache, _allocated, True), "CPU")
+        _register(_name, _make(_op, _cache, _allocated, True), "CPU")
         if _op.name != "pool_offsets":  # the scan has no CUDA set here
-            _lib.impl(_name, _make(_op, _cache, _allocated, True), "CUDA")
-        _lib.impl(_name, _make(_op, _cache, _allocated, False), "Meta")
+            _register(_name, _make(_op, _cache, _allocated, True), "CUDA")
+        _register(_name, _make(_op, _cache, _allocated, False), "Meta")
         if int(torch.__version__.split(".")[0]) < 2:
             # torch 1.x has no autograd fallthrough for meta tensors.
             _lib.impl(_name, _make(_op, _cache, _allocated, False),

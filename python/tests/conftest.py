@@ -2,7 +2,7 @@
 
 Run with Debian's interpreter (it has numpy and pytest):
 
-    KPOOL_CAPI_LIB=<build>/lib/libKPoolCAPI.so PYTHONPATH=python \\
+    KPOOL_CAPI_LIB=<build>/lib/libKPoolRuntime.so PYTHONPATH=python \\
         /usr/bin/python3 -m pytest -q python/tests
 """
 

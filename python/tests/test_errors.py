@@ -1,6 +1,8 @@
 """Bad metadata raises KPoolError naming the request and the field, and
 changes nothing: no output, no ring slot, no store."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -96,17 +98,19 @@ def test_ring_close_bad_metadata(call):
 
 def test_shapes(call):
     with pytest.raises(kpool.KPoolError,
-                       match=r"'ape' must have shape \[4, 16\] \(kpool x "
-                             r"head_dim\), got \[4, 8\]"):
+                       match=r"'ape' dimension 1 is 8, expected 16 "
+                             r"\(head_dim\)"):
         ks = kpool.KernelSet("bf16", D, K)
         ks.compress(call["k"], call["gate"], call["ape"][:, :8], call["iro"],
                     None, call["cache"])
-    with pytest.raises(kpool.KPoolError, match="'input_row_offsets' must "
-                                               "have 3 entries"):
+    with pytest.raises(kpool.KPoolError,
+                       match=r"'input_row_offsets' dimension 0 is 2, "
+                             r"expected 3 \(one more than cache_lengths\)"):
         kpool.compress(call["k"], call["gate"], call["ape"], [0, 12], None,
                        call["cache"])
-    with pytest.raises(kpool.KPoolError, match=r"'gate' has 11 rows, 'k' "
-                                               r"has 12"):
+    with pytest.raises(kpool.KPoolError,
+                       match=r"'gate' dimension 0 is 11, expected 12 "
+                             r"\(the rows of 'k'\)"):
         kpool.compress(call["k"], call["gate"][:11], call["ape"],
                        call["iro"], None, call["cache"])
 
@@ -177,13 +181,26 @@ def test_store_step_error_changes_nothing(rng, call):
         stores[0].reset(4)
 
 
-def test_cuda_target_without_precompiled_kernels():
-    # Nothing in this process registers CUDA kernels: a clear error.
-    with pytest.raises(kpool.KPoolError,
-                       match=r"^no precompiled kernels for bf16, head_dim 16, "
-                             r"kpool 4 on the CUDA target: build them with "
-                             r"kpool-aot --target=cuda"):
-        kpool.KernelSet("bf16", D, K, target="cuda")
+def test_cuda_target_without_kernels():
+    # A configuration in no kernel pack, with the JIT off: an error that
+    # says how to get it (in a process of its own: the JIT is on here).
+    import subprocess
+    import sys
+    env = dict(os.environ, KPOOL_JIT_LIBRARY="", KPOOL_KERNEL_PACKS="")
+    code = ("import kpool\n"
+            "try:\n"
+            f"    kpool.KernelSet('bf16', {D}, {K}, target='cuda')\n"
+            "except kpool.KPoolError as e:\n"
+            "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.startswith(
+        f"no kernels for bf16, head_dim {D}, kpool {K} on the CUDA target: "
+        "none are registered (no kernel pack is loaded), and no compiler is "
+        "available (the JIT is off (KPOOL_JIT_LIBRARY is set and empty)); "
+        "build a kernel pack with `kpool-aot --pack --target=cuda "
+        f"--config=bf16:{D}:{K} -o pack.o`"), out
+    assert "kpool.load_kernel_pack" in out
     with pytest.raises(kpool.KPoolError,
                        match=r"^kernel set: target must be one of 'cpu', "
                              r"'cuda', got 'tpu'$"):

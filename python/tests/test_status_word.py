@@ -208,14 +208,14 @@ def test_extent_finding_names_operand_and_dimension():
         return ((ids[name] << 4 | dim) << 8) | 11
 
     msg = kpool.status_error(extent("gate", 1))
-    assert msg.startswith("'gate''s extent in dimension 1 contradicts"), msg
+    assert msg.startswith("'gate' dimension 1 contradicts"), msg
     assert "status word 0x" + format(extent("gate", 1), "x") in msg
     assert "'block_table' has the wrong rank" in kpool.status_error(
         extent("block_table", 15))
     assert "'tail' has elements but no data pointer" in kpool.status_error(
         extent("tail", 14))
     assert kpool.status_error((len(ids) << 4 | 0) << 8 | 11).startswith(
-        f"operand {len(ids)}'s extent in dimension 0")
+        f"operand {len(ids)} dimension 0")
 
 
 def test_status_operand_edge_cases(ks):

@@ -7,7 +7,11 @@
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
-// RUN: kpool-capi-runtime-test 2>&1 | FileCheck %s
+// No CUDA layer (libkpool_cuda_runtime.so named at a path that does not
+// exist) and no kernel packs: the CUDA target fails with a message saying
+// so, before compiling anything (kpool-capi-cuda.c has the CUDA target).
+// RUN: env KPOOL_CUDA_RUNTIME=%t.missing/libkpool_cuda_runtime.so \
+// RUN:   KPOOL_KERNEL_PACKS= kpool-capi-runtime-test 2>&1 | FileCheck %s
 
 #include "kpool-c/Runtime.h"
 #include "kpool-c/Stores.h"
@@ -364,14 +368,13 @@ int main(void) {
          (int)kpoolKernelSetGetElementType(NULL),
          (long long)kpoolKernelSetGetHeadDim(NULL),
          (long long)kpoolKernelSetGetKPool(NULL));
-  // The target: CPU by default; CUDA takes only precompiled kernels, and
-  // this program registers none.
+  // The target: CPU by default. CUDA needs the CUDA layer.
   // CHECK: target: 0 (null set: -1)
   printf("target: %d (null set: %d)\n", kpoolKernelSetGetTarget(ks),
          kpoolKernelSetGetTarget(NULL));
   KPoolKernelSet *cudaSet = NULL;
   KPoolKernelConfig cuda = config(KPOOL_TARGET_CUDA);
-  // CHECK: cuda: error: no precompiled kernels for f32, head_dim 8, kpool 4 on the CUDA target: build them with kpool-aot --target=cuda (kpool_add_aot_kernels) and call their registration function
+  // CHECK: cuda: error: CUDA kernels: libkpool_cuda_runtime.so (the CUDA layer, which needs the CUDA driver libcuda.so.1) could not be loaded: {{.*}}.missing/libkpool_cuda_runtime.so: cannot open shared object file: No such file or directory
   report("cuda", kpoolKernelSetCreate(&cuda, &cudaSet));
   // CHECK: cuda set is null: 1
   printf("cuda set is null: %d\n", cudaSet == NULL);
@@ -380,14 +383,14 @@ int main(void) {
   report("bad target", kpoolKernelSetCreate(&badTarget, &cudaSet));
   // The kernel ABI, as the Python package reads it.
   // CHECK: abi: 8 kernels
-  // CHECK-NEXT: abi: compress (kpoolCompress): pooled:o2e:?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:?
-  // CHECK-NEXT: abi: seed_tail (kpoolSeedTail): tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
-  // CHECK-NEXT: abi: ring_close (kpoolRingClose): pooled:o2e:?xD closed_pool:o1i:? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
-  // CHECK-NEXT: abi: pool_offsets (kpoolPoolOffsets): pool_row_offsets:o1u:? input_row_offsets:i1u:? cache_lengths:i1u:?
-  // CHECK-NEXT: abi: step (kpoolStep): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i:
-  // CHECK-NEXT: abi: compress_cache (kpoolCompressCache): pooled:o2e:?xD cache_keys:o3c:?x?xD cache_scales:o2S:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? pool_row_offsets:i1u:? cache_lengths:i1u:? block_table:i2u:?x? status:c1w:? stream:c0s:
-  // CHECK-NEXT: abi: ring_close_cache (kpoolRingCloseCache): pooled:o2e:?xD closed_pool:o1i:? cache_keys:o3c:?x?xD cache_scales:o2S:?x? tail:i4e:?x2x?xD k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? status:c1w:? stream:c0s:
-  // CHECK-NEXT: abi: step_cache (kpoolStepCache): closed:o2e:?xD closed_pool:o1i:? pool_row_offsets:o1u:? pooled:o2e:?xD tail:o4e:?x2x?xD cache_keys:o3c:?x?xD cache_scales:o2S:?x? k:i2e:?xD gate:i2e:?xD ape:i2f:KxD input_row_offsets:i1u:? cache_lengths:i1u:? slot_idx:i1u:? num_requests:s0i: block_table:i2u:?x? status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: compress (kpoolCompress): pooled:o2e:?xD k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 pool_row_offsets:i1u:B+1 cache_lengths:i1u:B status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: seed_tail (kpoolSeedTail): tail:o4e:Sx2xRxD k:i2e:TxD gate:i2e:TxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: ring_close (kpoolRingClose): pooled:o2e:BxD closed_pool:o1i:B tail:i4e:Sx2xRxD k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: pool_offsets (kpoolPoolOffsets): pool_row_offsets:o1u:B+1 input_row_offsets:i1u:B+1 cache_lengths:i1u:B status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: step (kpoolStep): closed:o2e:BxD closed_pool:o1i:B pool_row_offsets:o1u:B+1 pooled:o2e:?xD tail:o4e:Sx2xRxD k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: compress_cache (kpoolCompressCache): pooled:o2e:?xD cache_keys:o3c:NxPxD cache_scales:o2S:NxP k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 pool_row_offsets:i1u:B+1 cache_lengths:i1u:B block_table:i2u:BxW status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: ring_close_cache (kpoolRingCloseCache): pooled:o2e:BxD closed_pool:o1i:B cache_keys:o3c:NxPxD cache_scales:o2S:NxP tail:i4e:Sx2xRxD k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: block_table:i2u:BxW status:c1w:? stream:c0s:
+  // CHECK-NEXT: abi: step_cache (kpoolStepCache): closed:o2e:BxD closed_pool:o1i:B pool_row_offsets:o1u:B+1 pooled:o2e:?xD tail:o4e:Sx2xRxD cache_keys:o3c:NxPxD cache_scales:o2S:NxP k:i2e:TxD gate:i2e:TxD ape:i2f:KxD input_row_offsets:i1u:B+1 cache_lengths:i1u:B slot_idx:i1u:B num_requests:s0i: block_table:i2u:BxW status:c1w:? stream:c0s:
   // CHECK-NEXT: abi: kernel 8 is null: 1
   printf("abi: %lld kernels\n", (long long)kpoolKernelAbiGetNumKernels());
   for (int64_t i = 0; i < kpoolKernelAbiGetNumKernels(); ++i) {

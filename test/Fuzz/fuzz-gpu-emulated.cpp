@@ -20,8 +20,9 @@
 #include "kpool/Conversion/Passes.h"
 #include "kpool/Dialect/KPool/Transforms/Passes.h"
 #include "kpool/InitAll.h"
-#include "kpool/Pipelines/Pipelines.h"
 #include "kpool/Kernels/KernelModule.h"
+#include "kpool/Pipelines/Pipelines.h"
+#include "kpool/Runtime/Jit.h"
 #include "kpool/Runtime/KernelSet.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -186,6 +187,9 @@ bool registerEmulated(const ::kpool::KernelConfig &config) {
 
 /// The menu of fuzz-kpool-capi.cpp (its kConfigs), as GPU kernels.
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  // Configurations off the menu (the pool-cache sets) are JIT-compiled by
+  // the JIT this program links.
+  ::kpool::registerJitCompiler();
   struct {
     KPoolElementType type;
     int64_t headDim, kpool, vectorSize;

@@ -15,43 +15,56 @@
 
 // CHECK: @f32_k4_d128_kpool_ring_close: ptxas ok
 // CHECK-NEXT: @f32_k4_d128_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @f32_k4_d128_kpool_ring_close_mismatch: ptxas ok
 // CHECK-NEXT: @f32_k4_d128_kpool_pool_offsets: ptxas ok
+// CHECK-NEXT: @f32_k4_d128_kpool_pool_offsets_mismatch: ptxas ok
 // CHECK-NEXT: @f32_k4_d128_kpool_compress: ptxas ok
 // CHECK-NEXT: @f32_k4_d128_kpool_compress_strided: ptxas ok
 // CHECK-NEXT: @f32_k4_d128_kpool_seed_tail: ptxas ok
 // CHECK-NEXT: @f32_k4_d128_kpool_seed_tail_strided: ptxas ok
 // CHECK-NEXT: @f32_k1_d128_kpool_ring_close: ptxas ok
 // CHECK-NEXT: @f32_k1_d128_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @f32_k1_d128_kpool_ring_close_mismatch: ptxas ok
 // CHECK-NEXT: @f32_k1_d128_kpool_pool_offsets: ptxas ok
+// CHECK-NEXT: @f32_k1_d128_kpool_pool_offsets_mismatch: ptxas ok
 // CHECK-NEXT: @f32_k1_d128_kpool_compress: ptxas ok
 // CHECK-NEXT: @f32_k1_d128_kpool_compress_strided: ptxas ok
 // CHECK-NEXT: @f32_k1_d128_kpool_seed_tail: ptxas ok
 // CHECK-NEXT: @f32_k1_d128_kpool_seed_tail_strided: ptxas ok
 // CHECK-NEXT: @f32_k3_d100_kpool_ring_close: ptxas ok
 // CHECK-NEXT: @f32_k3_d100_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @f32_k3_d100_kpool_ring_close_mismatch: ptxas ok
 // CHECK-NEXT: @f32_k3_d100_kpool_pool_offsets: ptxas ok
+// CHECK-NEXT: @f32_k3_d100_kpool_pool_offsets_mismatch: ptxas ok
 // CHECK-NEXT: @f32_k3_d100_kpool_compress: ptxas ok
 // CHECK-NEXT: @f32_k3_d100_kpool_compress_strided: ptxas ok
 // CHECK-NEXT: @f32_k3_d100_kpool_seed_tail: ptxas ok
 // CHECK-NEXT: @f32_k3_d100_kpool_seed_tail_strided: ptxas ok
 // CHECK-NEXT: @f32_k2_d7_kpool_ring_close: ptxas ok
 // CHECK-NEXT: @f32_k2_d7_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @f32_k2_d7_kpool_ring_close_mismatch: ptxas ok
 // CHECK-NEXT: @f32_k2_d7_kpool_pool_offsets: ptxas ok
+// CHECK-NEXT: @f32_k2_d7_kpool_pool_offsets_mismatch: ptxas ok
 // CHECK-NEXT: @f32_k2_d7_kpool_compress: ptxas ok
 // CHECK-NEXT: @f32_k2_d7_kpool_compress_strided: ptxas ok
 // CHECK-NEXT: @f32_k2_d7_kpool_seed_tail: ptxas ok
 // CHECK-NEXT: @f32_k2_d7_kpool_seed_tail_strided: ptxas ok
 // CHECK-NOT: ptxas
 
-// Fused: one kernel per step (and its general-stride copy).
+// Fused: one kernel per step (and its general-stride copy, and the one
+// that runs when an extent contradicts the op).
 // STEP: @f32_k4_d128_kpool_step: ptxas ok
 // STEP-NEXT: @f32_k4_d128_kpool_step_strided: ptxas ok
-// STEP: @f32_k1_d128_kpool_step: ptxas ok
+// STEP-NEXT: @f32_k4_d128_kpool_step_mismatch: ptxas ok
+// STEP-NEXT: @f32_k1_d128_kpool_step: ptxas ok
 // STEP-NEXT: @f32_k1_d128_kpool_step_strided: ptxas ok
-// STEP: @f32_k3_d100_kpool_step: ptxas ok
+// STEP-NEXT: @f32_k1_d128_kpool_step_mismatch: ptxas ok
+// STEP-NEXT: @f32_k3_d100_kpool_step: ptxas ok
 // STEP-NEXT: @f32_k3_d100_kpool_step_strided: ptxas ok
-// STEP: @f32_k2_d7_kpool_step: ptxas ok
+// STEP-NEXT: @f32_k3_d100_kpool_step_mismatch: ptxas ok
+// STEP-NEXT: @f32_k2_d7_kpool_step: ptxas ok
 // STEP-NEXT: @f32_k2_d7_kpool_step_strided: ptxas ok
+// STEP-NEXT: @f32_k2_d7_kpool_step_mismatch: ptxas ok
 
 // The compress kernels: 16-byte loads and stores of 4 f32 channels for
 // head_dim 128 and 100 (100 = 25 x 4), scalar for head_dim 7.

@@ -8,15 +8,17 @@
 // every R) and with a static window wider than kpool, lowered to PTX for
 // sm_90 and assembled by ptxas.
 
+// An extent can contradict the op at run time (e.g. the tail's second
+// extent is not 2, or the metadata lengths disagree): then the _mismatch
+// kernel writes closed_pool = -1 and zero rows.
 // CHECK: @dynamic_window_kpool_ring_close: ptxas ok
 // CHECK-NEXT: @dynamic_window_kpool_ring_close_strided: ptxas ok
-// A dynamic tail can contradict the op (e.g. its second extent is not 2):
-// then this kernel writes closed_pool = -1 and zero rows.
 // CHECK-NEXT: @dynamic_window_kpool_ring_close_mismatch: ptxas ok
 // CHECK-NEXT: @dynamic_window_kpool_seed_tail: ptxas ok
 // CHECK-NEXT: @dynamic_window_kpool_seed_tail_strided: ptxas ok
 // CHECK-NEXT: @static_window_kpool_ring_close: ptxas ok
 // CHECK-NEXT: @static_window_kpool_ring_close_strided: ptxas ok
+// CHECK-NEXT: @static_window_kpool_ring_close_mismatch: ptxas ok
 // CHECK-NEXT: @static_window_kpool_seed_tail: ptxas ok
 // CHECK-NEXT: @static_window_kpool_seed_tail_strided: ptxas ok
 // CHECK-NOT: ptxas

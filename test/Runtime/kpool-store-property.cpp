@@ -623,7 +623,8 @@ private:
       k.sizes[1] = e.D + 1;
       k.sizes[0] = call.iro.back() * e.D / (e.D + 1);
       what = "a k of the wrong width";
-      expected = "step: 'k' must have shape [?, " + std::to_string(e.D) + "]";
+      expected = "step: 'k' dimension 1 is " + std::to_string(e.D + 1) +
+                 ", expected " + std::to_string(e.D) + " (head_dim)";
       st = store.step(k, g, call.iro, call.slots);
       break;
     }

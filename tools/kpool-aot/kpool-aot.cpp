@@ -1,50 +1,56 @@
 //===- kpool-aot.cpp - ahead-of-time kpool kernels ------------------------===//
 //
-// Compiles the kernels of one configuration (element type, head_dim, kpool,
-// target) into an object file with plain C entry points, and writes a header
-// describing the calling convention, generated from the kernel ABI
-// (kpool/ABI/KernelABI.def). The object needs no MLIR or LLVM
-// at run time: only libc on the CPU, and the CUDA driver through the mgpu*
-// wrappers (libkpool_cuda_runtime) on NVIDIA GPUs, with the GPU binary
-// embedded.
+// Compiles kpool kernels ahead of time, with the JIT's compiler
+// (kpool/Kernels/KernelCompile.h), into
 //
-//   kpool-aot --type=bf16 --head-dim=128 --kpool=4 --target=cuda \
-//             -o kernels.o --header=kernels.h
+// * an object file with plain C entry points for one configuration, and a
+//   header describing the calling convention, generated from the kernel ABI
+//   (kpool/ABI/KernelABI.def): wrappers that take each kernel's argument
+//   struct (kpool/ABI/Args.h) and check every view's extents first:
+//
+//     kpool-aot --type=bf16 --head-dim=128 --kpool=4 --target=cuda \
+//               -o kernels.o --header=kernels.h
+//
+// * or a kernel pack (kpool/ABI/KernelPack.h): one object, linked into a
+//   shared library by the build (kpool_add_kernel_pack), holding several
+//   configurations that share one MLIR context and share their kernels
+//   where they are the same (the dense kernels of a configuration's cache
+//   formats, pool_offsets of every element type and head_dim):
+//
+//     kpool-aot --pack --target=cuda --config=bf16:128:4:all \
+//               --config=f16:128:4:all -o pack.o
+//
+// The objects need no MLIR or LLVM at run time: only libc on the CPU, and
+// the CUDA driver through the mgpu* wrappers (libkpool_cuda_runtime) on
+// NVIDIA GPUs, with the GPU code embedded (PTX, and a cubin where ptxas is
+// found: kpool/ABI/CudaImage.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "kpool/ABI/KernelABI.h"
-#include "kpool/InitAll.h"
+#include "kpool/ABI/KernelPack.h"
+#include "kpool/ABI/StatusWord.h"
+#include "kpool/Kernels/KernelCompile.h"
 #include "kpool/Kernels/KernelModule.h"
-#include "kpool/Pipelines/Pipelines.h"
+#include "kpool/Runtime/KernelPacks.h"
 #include "kpool/Runtime/KernelSet.h"
 #include "kpool/Tools/Version.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/IR/Diagnostics.h"
+#include "kpool/Version.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
-#include "mlir/Target/LLVMIR/Export.h"
-#include "llvm/IR/InstIterator.h"
-#include "llvm/IR/Instructions.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/DerivedTypes.h"
+#include "llvm/IR/GlobalVariable.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
-#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
-#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
-#include "llvm/Target/TargetOptions.h"
-#include "llvm/TargetParser/Host.h"
-#include "llvm/TargetParser/SubtargetFeature.h"
-#include "llvm/TargetParser/Triple.h"
 
+#include <map>
 #include <set>
 
 using namespace llvm;
@@ -83,10 +89,11 @@ static cl::opt<std::string> chip("chip", cl::desc("cuda: GPU architecture"),
                                  cl::init("sm_90"), cl::cat(aotCategory));
 static cl::opt<std::string> features("features", cl::desc("cuda: PTX features"),
                                      cl::init("+ptx80"), cl::cat(aotCategory));
-static cl::opt<std::string> binaryFormat("format",
-                                         cl::desc("cuda: isa, bin or fatbin"),
-                                         cl::init("fatbin"),
-                                         cl::cat(aotCategory));
+static cl::opt<std::string> binaryFormat(
+    "format",
+    cl::desc("cuda: ptx+cubin (PTX, and a cubin where ptxas is found: the "
+             "loader falls back to the PTX), isa, bin or fatbin"),
+    cl::init("ptx+cubin"), cl::cat(aotCategory));
 static cl::opt<std::string> cudaToolkit("cuda-toolkit",
                                         cl::desc("cuda: toolkit root"),
                                         cl::init(""), cl::cat(aotCategory));
@@ -101,12 +108,22 @@ static cl::opt<std::string>
 static cl::opt<std::string>
     cacheScale("scale", cl::desc("pool cache, fp8: absmax or pow2"),
                cl::init("absmax"), cl::cat(aotCategory));
+static cl::opt<bool>
+    pack("pack",
+         cl::desc("write a kernel pack of the --config "
+                  "configurations (link -o into a shared library)"),
+         cl::init(false), cl::cat(aotCategory));
+static cl::list<std::string> packConfigs(
+    "config",
+    cl::desc("--pack: <type>:<head_dim>:<kpool>[:<format>], the format "
+             "none (the default), element-<rotate>, fp8-<rotate>-<scale> or "
+             "all (no cache and every format); repeatable"),
+    cl::cat(aotCategory));
 
 /// The value of `E` named `name` by `nameOf` (the leaf's spelling), or
 /// false.
 template <typename E>
-static bool parseName(const std::string &name, const char *(*nameOf)(E),
-                      E &value) {
+static bool parseName(StringRef name, const char *(*nameOf)(E), E &value) {
   for (int32_t v = 0; nameOf(E(v)); ++v)
     if (name == nameOf(E(v))) {
       value = E(v);
@@ -148,9 +165,90 @@ static int fail(const Twine &message) {
   return 1;
 }
 
+/// C statements checking the views of `args`, `kernel`'s argument struct,
+/// against their shapes in the kernel ABI table (KernelABI.def: 'D', 'K'
+/// and numbers fixed, the other letters extents that every operand naming
+/// them shares): each failing check returns the extent finding of the
+/// operand and dimension. Symbols bind at their first operand.
+static std::string extentChecks(const kpool::abi::Kernel &kernel) {
+  namespace abi = ::kpool::abi;
+  namespace st = ::kpool::status;
+  std::string s;
+  raw_string_ostream os(s);
+  std::set<char> symbols;
+  for (const abi::Operand &arg :
+       ArrayRef(kernel.operands, kernel.numOperands)) {
+    if (!arg.rank || arg.role == abi::Role::Context)
+      continue;
+    for (const char *c = arg.shape; *c; ++c)
+      if (*c >= 'A' && *c <= 'Z' && *c != 'D' && *c != 'K')
+        symbols.insert(*c);
+  }
+  if (!symbols.empty()) {
+    os << "  int64_t";
+    for (auto [i, sym] : llvm::enumerate(symbols))
+      os << (i ? ", " : " ") << sym << " = -1";
+    os << ";\n";
+  }
+  bool fp8 = cacheFormat().entry == kpool::CacheEntry::FP8;
+  for (const abi::Operand &arg :
+       ArrayRef(kernel.operands, kernel.numOperands)) {
+    if (!arg.rank || arg.role == abi::Role::Context)
+      continue;
+    std::string name = "args->" + std::string(arg.name);
+    int id = abi::operandId(arg.name);
+    // The scales of entries of the element type are not read (any view).
+    if (arg.kind == abi::Kind::CacheScale && !fp8)
+      continue;
+    auto bad = [&](unsigned dim) {
+      return "return " + std::to_string(st::encodeExtent(id, dim)) + "ull;";
+    };
+    os << "  if (" << name << ".rank != " << arg.rank << ")\n    "
+       << bad(st::kExtentRank) << "\n";
+    SmallVector<StringRef> dims;
+    StringRef(arg.shape).split(dims, 'x');
+    std::string nonEmpty;
+    for (auto [d, dim] : llvm::enumerate(dims)) {
+      std::string size = (name + ".sizes[" + Twine(d) + "]").str();
+      nonEmpty += (d ? " && " : "") + size + " > 0";
+      std::string fail = bad(d);
+      int64_t fixed;
+      if (dim == "?") {
+        os << "  if (" << size << " < 0)\n    " << fail << "\n";
+      } else if (dim == "D" || dim == "K" || !dim.getAsInteger(10, fixed)) {
+        int64_t value = dim == "D"   ? int64_t(headDim)
+                        : dim == "K" ? int64_t(poolSize)
+                                     : fixed;
+        os << "  if (" << size << " != " << value << ")\n    " << fail << "\n";
+      } else {
+        bool plusOne = dim.consume_back("+1");
+        char sym = dim.front();
+        std::string value = plusOne ? size + " - 1" : size;
+        os << "  if (" << size << " < " << (plusOne ? 1 : 0) << " || (" << sym
+           << " >= 0 && " << value << " != " << sym << "))\n    " << fail
+           << "\n  " << sym << " = " << value << ";\n";
+        // What the symbols must also satisfy: the ring holds a pool, a
+        // page holds an entry, the batch fits the metadata's 32 bits.
+        if (sym == 'R')
+          os << "  if (R < " << int64_t(poolSize) << ")\n    " << fail << "\n";
+        if (sym == 'P')
+          os << "  if (P < 1)\n    " << fail << "\n";
+        if (sym == 'B')
+          os << "  if (B > 2147483647)\n    " << fail << "\n";
+      }
+    }
+    os << "  if (!" << name << ".data && " << nonEmpty << ")\n    "
+       << bad(st::kExtentData) << "\n";
+  }
+  for (char sym : symbols)
+    os << "  (void)" << sym << ";\n";
+  return s;
+}
+
 /// The header: descriptor types, the `_mlir_ciface_` entry points, plain C
-/// wrappers over KPoolView and, for C++, the runtime registration; the
-/// kernels and their operands come from the kernel ABI table.
+/// wrappers taking the argument structs (kpool/ABI/Args.h) and, for C++,
+/// the runtime registration; the kernels and their operands come from the
+/// kernel ABI table.
 static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   std::string s;
   raw_string_ostream os(s);
@@ -190,9 +288,18 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   os << "#endif\n\n";
 
   os << "/* The kernels. Views are " << (cuda ? "device" : "host")
-     << " memory; no validation happens here: the kernels' own guards keep\n"
-     << "   every access inside the operands whatever the metadata says, and\n"
-     << "   kpool::KernelSet (C++) validates metadata before calling them.\n"
+     << " memory. Each entry point takes the kernel's argument struct\n"
+     << "   (kpool/ABI/Args.h), then the context: the status word and the\n"
+     << "   stream. It first checks every view's rank and extents against the\n"
+     << "   kernels' configuration and against the other views (the shapes\n"
+     << "   of kpool/ABI/KernelABI.def): on a null `args` or a mismatch it\n"
+     << "   reads and writes nothing, records the extent finding in `status`\n"
+     << "   and returns that word (kpool::statusWordError and\n"
+     << "   kpoolStatusWordError name the operand and dimension); it returns\n"
+     << "   0 when the kernels\n"
+     << "   ran. Metadata values are not validated here: the kernels' own\n"
+     << "   guards keep every access inside the operands whatever the\n"
+     << "   metadata says, and kpool::KernelSet validates it on the host.\n"
      << "   `status` is NULL or the call's status word (one uint64_t, "
      << (cuda ? "device" : "host")
      << " memory):\n   where a guard meets bad metadata the kernels "
@@ -206,6 +313,24 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
                 "nothing touches CUDA before that. */\n"
               : "   `stream` is ignored (the CPU kernels run synchronously). "
                 "*/\n");
+  // Recording an extent finding: on the host a compare-and-swap keeping the
+  // smallest nonzero word; on the device a stream-ordered launch of
+  // libkpool_cuda_runtime's recorder.
+  if (cuda)
+    os << "#ifndef KPOOL_AOT_RECORD_CUDA\n#define KPOOL_AOT_RECORD_CUDA\n"
+       << "void kpoolCudaRecordStatus(uint64_t *word, uint64_t value, "
+          "void *stream);\n#endif\n";
+  else
+    os << "#ifndef KPOOL_AOT_RECORD_HOST\n#define KPOOL_AOT_RECORD_HOST\n"
+       << "static inline void kpool_aot_record(uint64_t *word, uint64_t "
+          "value) {\n"
+       << "  uint64_t old;\n  if (!word)\n    return;\n"
+       << "  old = __atomic_load_n(word, __ATOMIC_RELAXED);\n"
+       << "  while ((old == 0 || old > value) &&\n"
+       << "         !__atomic_compare_exchange_n(word, &old, value, 1,\n"
+       << "                                      __ATOMIC_RELAXED, "
+          "__ATOMIC_RELAXED)) {\n  }\n}\n#endif\n";
+  os << "\n";
   auto operands = [](const abi::Kernel &kernel) {
     return ArrayRef(kernel.operands, kernel.numOperands);
   };
@@ -227,15 +352,35 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
     os << ");\n";
   }
   os << "\n";
-  // The plain C wrappers take the kernel's argument struct (kpool/ABI/
-  // Args.h), then the context: the status word (NULL: none) and the stream.
   for (const abi::Kernel &kernel : abi::kernels) {
     if (!built(kernel))
       continue;
+    // The wrappers take the kernel's argument struct, then the context:
+    // the status word (a uint64_t *, NULL: none, as in the C API) and the
+    // stream.
     std::string args = std::string("KPool") + (kernel.capiFunction + 5) +
                        "Args";
-    os << "static inline void " << prefix << kernel.name << "(const " << args
-       << " *args, uint64_t *status, void *stream) {\n";
+    // A null `args`: the first view's "wrong rank (or null)" finding.
+    const abi::Operand *firstView = nullptr;
+    for (const abi::Operand &arg : operands(kernel))
+      if (arg.rank && arg.role != abi::Role::Context && !firstView)
+        firstView = &arg;
+    os << "/* 0, or the extent finding of the first view of `args` that does "
+          "not fit. */\n"
+       << "static inline uint64_t " << prefix << kernel.name
+       << "_extents(const " << args << " *args) {\n"
+       << "  if (!args)\n    return "
+       << ::kpool::status::encodeExtent(abi::operandId(firstView->name),
+                                        ::kpool::status::kExtentRank)
+       << "ull;\n"
+       << extentChecks(kernel) << "  return 0;\n}\n";
+    os << "static inline uint64_t " << prefix << kernel.name << "(const "
+       << args << " *args, uint64_t *status, void *stream) {\n"
+       << "  uint64_t bad = " << prefix << kernel.name << "_extents(args);\n"
+       << "  if (bad) {\n"
+       << (cuda ? "    kpoolCudaRecordStatus(status, bad, stream);\n"
+                : "    (void)stream;\n    kpool_aot_record(status, bad);\n")
+       << "    return bad;\n  }\n  {\n";
     for (const abi::Operand &arg : operands(kernel))
       if (arg.kind == abi::Kind::U64)
         os << "  KPoolDescriptor1 d_" << arg.name << " = { " << arg.name
@@ -252,7 +397,7 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
              : arg.role == abi::Role::Scalar
                  ? "args->" + std::string(arg.name)
                  : std::string(arg.name));
-    os << ");\n}\n";
+    os << ");\n  }\n  return 0;\n}\n";
   }
   os << "\n#ifdef __cplusplus\n} /* extern \"C\" */\n\n"
      << "#include \"kpool/Runtime/KernelSet.h\"\n"
@@ -294,40 +439,319 @@ static std::string header(StringRef prefix, StringRef typeEnum, bool cuda) {
   return s;
 }
 
-/// Makes the translated host code launch on each entry point's caller
-/// stream (its last argument, the last of KernelABI.def's context operands) instead of
-/// a stream it creates, synchronizes and destroys around its launches (what
-/// the translation of a gpu.launch_func without async dependencies emits):
-/// the entry points then only enqueue, in program order, and never wait.
-static bool useCallerStreams(Module &module, std::string &error) {
-  for (Function &fn : module) {
-    SmallVector<CallInst *> creates, waits;
-    for (Instruction &inst : instructions(fn))
-      if (auto *call = dyn_cast<CallInst>(&inst))
-        if (Function *callee = call->getCalledFunction()) {
-          StringRef name = callee->getName();
-          if (name == "mgpuStreamCreate")
-            creates.push_back(call);
-          else if (name == "mgpuStreamSynchronize" ||
-                   name == "mgpuStreamDestroy")
-            waits.push_back(call);
-        }
-    if (creates.empty() && waits.empty())
-      continue;
-    if (fn.arg_empty() || !fn.getArg(fn.arg_size() - 1)->getType()->isPointerTy()) {
-      error = ("'" + fn.getName() + "' creates streams but takes no caller "
-               "stream").str();
-      return false;
+/// The compile options of the command line.
+static mlir::kpool::KernelCompileOptions compileOptions(bool cuda) {
+  mlir::kpool::KernelCompileOptions options;
+  options.cuda = cuda;
+  options.openmp = openmp;
+  options.vectorSize = vectorSize;
+  options.hostCPU = hostCPU;
+  options.chip = chip;
+  options.features = features;
+  options.format = binaryFormat;
+  options.cudaToolkit = cudaToolkit;
+  return options;
+}
+
+/// Parses an element type name (the leaf's spelling).
+static bool parseType(StringRef name, KPoolElementType &type,
+                      std::string *typeEnum = nullptr) {
+  for (int t = 0; t < KPOOL_NUM_ELEMENT_TYPES; ++t)
+    if (name == kpool::elementTypeName(KPoolElementType(t))) {
+      type = KPoolElementType(t);
+      if (typeEnum)
+        *typeEnum = "KPOOL_" + name.upper();
+      return true;
     }
-    Value *stream = fn.getArg(fn.arg_size() - 1);
-    for (CallInst *call : waits)
-      call->eraseFromParent();
-    for (CallInst *call : creates) {
-      call->replaceAllUsesWith(stream);
-      call->eraseFromParent();
+  return false;
+}
+
+/// The runtime's one check of a configuration's values
+/// (kpool::validateConfig), for the kernels of `type`, `dim`, `pool` and
+/// `format` on the command line's target and CPU options.
+static kpool::Status validate(KPoolElementType type, int64_t dim, int64_t pool,
+                              const kpool::CacheFormat &format, bool cuda) {
+  kpool::KernelConfig config;
+  config.elementType = type;
+  config.headDim = dim;
+  config.kpool = pool;
+  config.target = cuda ? kpool::Target::CUDA : kpool::Target::CPU;
+  config.openmp = openmp;
+  config.vectorSize = vectorSize;
+  config.cache = format;
+  return kpool::validateConfig(config);
+}
+
+/// Parses a pool-cache format `<entry>-<rotate>[-<scale>]` or "none".
+static bool parseFormat(StringRef text, kpool::CacheFormat &format) {
+  format = kpool::CacheFormat();
+  if (text == "none")
+    return true;
+  SmallVector<StringRef> parts;
+  text.split(parts, '-');
+  if (parts.size() < 2 || parts.size() > 3)
+    return false;
+  if (!parseName<kpool::CacheEntry>(parts[0], kpool::cacheEntryName,
+                                    format.entry) ||
+      format.entry == kpool::CacheEntry::None ||
+      (format.entry == kpool::CacheEntry::FP8) != (parts.size() == 3))
+    return false;
+  if (!parseName<kpool::CacheRotate>(parts[1], kpool::cacheRotateName,
+                                     format.rotate))
+    return false;
+  return parts.size() == 2 ||
+         parseName<kpool::CacheScale>(parts[2], kpool::cacheScaleName,
+                                      format.scale);
+}
+
+/// Every pool-cache format, for a configuration's `all`: element and FP8
+/// (both scales) entries, unrotated and, for a power-of-two head_dim,
+/// Hadamard-rotated.
+static std::vector<kpool::CacheFormat> allFormats(int64_t dim) {
+  std::vector<kpool::CacheFormat> out;
+  bool pow2 = dim > 0 && (dim & (dim - 1)) == 0;
+  for (kpool::CacheRotate r :
+       {kpool::CacheRotate::None, kpool::CacheRotate::Hadamard}) {
+    if (r == kpool::CacheRotate::Hadamard && !pow2)
+      continue;
+    kpool::CacheFormat f;
+    f.rotate = r;
+    f.entry = kpool::CacheEntry::Element;
+    out.push_back(f);
+    f.entry = kpool::CacheEntry::FP8;
+    for (kpool::CacheScale s :
+         {kpool::CacheScale::Absmax, kpool::CacheScale::Pow2}) {
+      f.scale = s;
+      out.push_back(f);
     }
   }
+  return out;
+}
+
+/// parseFormat's spelling of `f`.
+static std::string formatName(const kpool::CacheFormat &f) {
+  if (f.entry == kpool::CacheEntry::None)
+    return "none";
+  std::string s = std::string(kpool::cacheEntryName(f.entry)) + "-" +
+                  kpool::cacheRotateName(f.rotate);
+  if (f.entry == kpool::CacheEntry::FP8)
+    s += std::string("-") + kpool::cacheScaleName(f.scale);
+  return s;
+}
+
+namespace {
+/// One configuration of a pack and the symbols of its kernels.
+struct PackConfig {
+  KPoolElementType type;
+  int64_t dim, pool;
+  kpool::CacheFormat cache;
+  std::map<std::string, std::string> entries; // kernel name -> symbol
+};
+} // namespace
+
+/// Adds the pack's table and its entry point (kpool/ABI/KernelPack.h).
+static void addPackTable(Module &module, const std::vector<PackConfig> &configs,
+                         bool cuda, const std::string &description) {
+  LLVMContext &ctx = module.getContext();
+  Type *i32 = Type::getInt32Ty(ctx), *i64 = Type::getInt64Ty(ctx);
+  PointerType *ptr = PointerType::get(ctx, 0);
+  StructType *entryTy = StructType::create(ctx, {ptr, ptr}, "KPoolPackEntry");
+  StructType *configTy = StructType::create(
+      ctx, {i32, i32, i64, i64, i64, i32, i32, i32, i32, i32, i32, ptr},
+      "KPoolPackConfig");
+  StructType *packTy = StructType::create(ctx, {i32, i32, i64, ptr, ptr, ptr},
+                                          "KPoolKernelPack");
+  auto string = [&](StringRef s) -> Constant * {
+    Constant *data = ConstantDataArray::getString(ctx, s);
+    auto *g =
+        new GlobalVariable(module, data->getType(), /*isConstant=*/true,
+                           GlobalValue::PrivateLinkage, data, "kpool.pack.str");
+    g->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
+    return g;
+  };
+  std::map<std::string, Constant *> names;
+  auto name = [&](const std::string &s) {
+    Constant *&c = names[s];
+    if (!c)
+      c = string(s);
+    return c;
+  };
+  SmallVector<Constant *> configValues;
+  for (const PackConfig &c : configs) {
+    SmallVector<Constant *> entries;
+    for (auto &[kernel, symbol] : c.entries)
+      entries.push_back(ConstantStruct::get(
+          entryTy, {name(kernel), module.getFunction(symbol)}));
+    ArrayType *arrayTy = ArrayType::get(entryTy, entries.size());
+    auto *array = new GlobalVariable(
+        module, arrayTy, /*isConstant=*/true, GlobalValue::PrivateLinkage,
+        ConstantArray::get(arrayTy, entries), "kpool.pack.entries");
+    auto int32 = [&](int64_t v) { return ConstantInt::get(i32, v); };
+    auto int64 = [&](int64_t v) { return ConstantInt::get(i64, v); };
+    configValues.push_back(ConstantStruct::get(
+        configTy,
+        {int32(c.type), int32(cuda ? 1 : 0), int64(c.dim), int64(c.pool),
+         int64(cuda ? 0 : vectorSize), int32(!cuda && openmp), int32(0),
+         int32(int(c.cache.entry)), int32(int(c.cache.rotate)),
+         int32(int(c.cache.scale)), int32(entries.size()), array}));
+  }
+  ArrayType *configsTy = ArrayType::get(configTy, configValues.size());
+  auto *configArray = new GlobalVariable(
+      module, configsTy, /*isConstant=*/true, GlobalValue::PrivateLinkage,
+      ConstantArray::get(configsTy, configValues), "kpool.pack.configs");
+  auto *table = new GlobalVariable(
+      module, packTy, /*isConstant=*/true, GlobalValue::PrivateLinkage,
+      ConstantStruct::get(packTy,
+                          {ConstantInt::get(i32, KPOOL_KERNEL_PACK_VERSION),
+                           ConstantInt::get(i32, configs.size()),
+                           ConstantInt::get(i64, kpool::kernelAbiHash()),
+                           string(KPOOL_VERSION_STRING), string(description),
+                           configArray}),
+      "kpool.pack");
+  Function *entry = Function::Create(FunctionType::get(ptr, false),
+                                     GlobalValue::ExternalLinkage,
+                                     KPOOL_KERNEL_PACK_ENTRY, module);
+  IRBuilder<> b(BasicBlock::Create(ctx, "entry", entry));
+  b.CreateRet(table);
+}
+
+static bool writeFile(StringRef path, StringRef contents, bool text,
+                      std::string &error) {
+  std::error_code ec;
+  ToolOutputFile out(path, ec, text ? sys::fs::OF_Text : sys::fs::OF_None);
+  if (ec) {
+    error = ("cannot write " + path + ": " + ec.message()).str();
+    return false;
+  }
+  out.os() << contents;
+  out.keep();
   return true;
+}
+
+/// kpool-aot --pack.
+static int writePack(mlir::MLIRContext &context, bool cuda) {
+  if (packConfigs.empty())
+    return fail("--pack needs at least one --config");
+  if (!outputHeader.empty())
+    return fail("--pack writes no header (the pack registers itself)");
+  mlir::kpool::KernelCompileOptions options = compileOptions(cuda);
+  // The configurations, grouped by (type, head_dim, kpool): each group's
+  // dense kernels are built once for all its formats, each format's
+  // `*_cache` kernels apart, and pool_offsets once per kpool.
+  std::vector<PackConfig> configs;
+  for (StringRef text : packConfigs) {
+    SmallVector<StringRef> f;
+    text.split(f, ':');
+    PackConfig c;
+    if (f.size() < 3 || f.size() > 4 || !parseType(f[0], c.type) ||
+        f[1].getAsInteger(10, c.dim) || f[2].getAsInteger(10, c.pool))
+      return fail("--config='" + text +
+                  "': expected <bf16|f16|f32>:<head_dim>:<kpool>[:<format>]");
+    std::vector<kpool::CacheFormat> formats(1);
+    if (f.size() == 4 && f[3] == "all") {
+      for (const kpool::CacheFormat &format : allFormats(c.dim))
+        formats.push_back(format);
+    } else if (f.size() == 4 && !parseFormat(f[3], formats[0])) {
+      return fail("--config='" + text +
+                  "': the format must be none, all, element-<none|hadamard> "
+                  "or fp8-<none|hadamard>-<absmax|pow2>");
+    }
+    for (const kpool::CacheFormat &format : formats) {
+      if (kpool::Status s = validate(c.type, c.dim, c.pool, format, cuda);
+          !s.ok())
+        return fail("--config='" + text + "': " + s.message());
+      PackConfig one = c;
+      one.cache = format;
+      bool duplicate = false;
+      for (const PackConfig &o : configs)
+        duplicate |= o.type == one.type && o.dim == one.dim &&
+                     o.pool == one.pool && o.cache == one.cache;
+      if (!duplicate)
+        configs.push_back(one);
+    }
+  }
+
+  // The parts: pool_offsets once per kpool, each (type, head_dim, kpool)'s
+  // dense kernels once, each format's `*_cache` kernels once; all lowered
+  // together (one host module, one GPU module).
+  namespace abi = kpool::abi;
+  std::vector<abi::KernelId> dense, cacheKernels;
+  for (const abi::Kernel &k : abi::kernels) {
+    if (abi::isCacheKernel(k.id))
+      cacheKernels.push_back(k.id);
+    else if (k.id != abi::KernelId::PoolOffsets)
+      dense.push_back(k.id);
+  }
+  std::vector<mlir::kpool::KernelModuleSpec> specs;
+  std::map<std::string, std::map<std::string, std::string>> parts;
+  auto part = [&](const std::string &name,
+                  const mlir::kpool::KernelModuleSpec &spec)
+      -> const std::map<std::string, std::string> & {
+    auto it = parts.find(name);
+    if (it != parts.end())
+      return it->second;
+    specs.push_back(spec);
+    std::map<std::string, std::string> &entries = parts[name];
+    for (auto &[id, symbol] : mlir::kpool::kernelEntryPoints(spec, options))
+      entries[abi::kernel(id).name] = symbol;
+    return entries;
+  };
+  for (PackConfig &c : configs) {
+    mlir::kpool::KernelModuleSpec spec;
+    spec.type = c.type;
+    spec.headDim = c.dim;
+    spec.kpool = c.pool;
+    std::string group = std::string(kpool::elementTypeName(c.type)) + "/" +
+                        std::to_string(c.dim) + "/" + std::to_string(c.pool);
+    mlir::kpool::KernelModuleSpec offsets = spec;
+    offsets.poolOffsetsOnly = true;
+    c.entries = part("offsets/" + std::to_string(c.pool), offsets);
+    mlir::kpool::KernelModuleSpec d = spec;
+    d.only = dense;
+    for (auto &e : part(group, d))
+      c.entries.insert(e);
+    if (c.cache.entry == kpool::CacheEntry::None)
+      continue;
+    mlir::kpool::KernelModuleSpec k = spec;
+    k.cache = c.cache;
+    k.only = cacheKernels;
+    for (auto &e : part(group + "/" + formatName(c.cache), k))
+      c.entries.insert(e);
+  }
+  LLVMContext llvmContext;
+  std::string error;
+  std::unique_ptr<Module> linked =
+      mlir::kpool::lowerKernels(context, llvmContext, specs, options, error);
+  if (!linked)
+    return fail(error);
+
+  std::string description = std::string(cuda ? "cuda " : "cpu ");
+  description +=
+      cuda ? chip + " " + binaryFormat : mlir::kpool::describeHostCPU(options);
+  description += ":";
+  for (const PackConfig &c : configs)
+    description += std::string(" ") + kpool::elementTypeName(c.type) + "/" +
+                   std::to_string(c.dim) + "/" + std::to_string(c.pool) + "/" +
+                   formatName(c.cache);
+  addPackTable(*linked, configs, cuda, description);
+  // A pack exports its entry point only (kpool/ABI/KernelPack.h): its
+  // kernels' symbols are hidden, so that they never interpose, or get
+  // interposed by, another pack's or a program's kernels of the same
+  // configuration.
+  for (GlobalValue &g : linked->global_values())
+    if (!g.isDeclaration() && !g.hasLocalLinkage() &&
+        g.getName() != KPOOL_KERNEL_PACK_ENTRY)
+      g.setVisibility(GlobalValue::HiddenVisibility);
+
+  std::string object, ir;
+  if (failed(mlir::kpool::emitObject(*linked, options, object, error,
+                                     outputLLVM.empty() ? nullptr : &ir)))
+    return fail(error);
+  if (!outputLLVM.empty() && !writeFile(outputLLVM, ir, true, error))
+    return fail(error);
+  if (!writeFile(outputObject, object, false, error))
+    return fail(error);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -346,13 +770,24 @@ int main(int argc, char **argv) {
       option->setHiddenFlag(cl::Hidden);
   cl::ParseCommandLineOptions(argc, argv, "kpool ahead-of-time kernels\n");
 
-  KPoolElementType type;
-  if (!parseName<KPoolElementType>(elementType, kpool::elementTypeName, type))
-    return fail("--type must be bf16, f16 or f32, got '" + elementType + "'");
-  std::string typeEnum = "KPOOL_" + StringRef(elementType).upper();
   bool cuda = target == "cuda";
   if (!cuda && target != "cpu")
     return fail("--target must be cpu or cuda, got '" + target + "'");
+  if (binaryFormat != "ptx+cubin" && binaryFormat != "isa" &&
+      binaryFormat != "bin" && binaryFormat != "fatbin")
+    return fail("--format must be ptx+cubin, isa, bin or fatbin, got '" +
+                binaryFormat + "'");
+
+  mlir::DialectRegistry registry;
+  mlir::kpool::registerKernelCompileDialects(registry);
+  mlir::MLIRContext context(registry);
+  if (pack)
+    return writePack(context, cuda);
+
+  KPoolElementType type;
+  std::string typeEnum;
+  if (!parseType(elementType, type, &typeEnum))
+    return fail("--type must be bf16, f16 or f32, got '" + elementType + "'");
   kpool::CacheFormat format;
   if (!parseName<kpool::CacheEntry>(cacheEntry, kpool::cacheEntryName,
                                     format.entry))
@@ -365,126 +800,33 @@ int main(int argc, char **argv) {
   if (!parseName<kpool::CacheScale>(cacheScale, kpool::cacheScaleName,
                                     format.scale))
     return fail("--scale must be absmax or pow2, got '" + cacheScale + "'");
-  // The runtime's one check of a configuration's values.
-  kpool::KernelConfig config;
-  config.elementType = type;
-  config.headDim = headDim;
-  config.kpool = poolSize;
-  config.target = cuda ? kpool::Target::CUDA : kpool::Target::CPU;
-  config.vectorSize = vectorSize;
-  config.cache = format;
-  if (kpool::Status s = kpool::validateConfig(config); !s.ok())
+  if (kpool::Status s = validate(type, headDim, poolSize, format, cuda);
+      !s.ok())
     return fail(s.message());
 
-  mlir::DialectRegistry registry;
-  mlir::registerAllDialects(registry);
-  mlir::registerAllExtensions(registry);
-  mlir::registerAllToLLVMIRTranslations(registry);
-  mlir::registerAllGPUToLLVMIRTranslations(registry);
-  mlir::kpool::registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
-
-  std::string prefix = mlir::kpool::kernelPrefix(type, headDim, poolSize) +
-                       mlir::kpool::cacheFormatPrefix(cacheFormat());
-  if (cuda)
-    prefix += "cuda_";
-  auto module =
-      mlir::kpool::buildKernelModule(context, type, headDim, poolSize, prefix,
-                                     /*poolOffsetsOnly=*/false, cacheFormat());
-  mlir::PassManager pm(&context);
-  std::string pipelineError;
-  mlir::LogicalResult built = mlir::success();
-  if (cuda) {
-    mlir::kpool::KPoolToNVVMPipelineOptions options;
-    options.bufferize = false;
-    options.chip = chip;
-    options.features = features;
-    options.format = binaryFormat;
-    options.cudaToolkit = cudaToolkit;
-    built = mlir::kpool::buildLowerToNVVMPipeline(pm, options, &pipelineError);
-  } else {
-    mlir::kpool::KPoolToLLVMPipelineOptions options;
-    options.bufferize = false;
-    options.openmp = openmp;
-    options.vectorSize = vectorSize;
-    built = mlir::kpool::buildLowerToLLVMPipeline(pm, options, &pipelineError);
-  }
-  if (mlir::failed(built))
-    return fail(pipelineError);
-  if (mlir::failed(pm.run(*module)))
-    return fail("lowering the kernels failed");
-
+  mlir::kpool::KernelCompileOptions options = compileOptions(cuda);
+  mlir::kpool::KernelModuleSpec spec;
+  spec.type = type;
+  spec.headDim = headDim;
+  spec.kpool = poolSize;
+  spec.cache = cacheFormat();
+  std::string prefix = mlir::kpool::kernelSymbolPrefix(spec, options);
   LLVMContext llvmContext;
-  std::unique_ptr<Module> llvmModule =
-      mlir::translateModuleToLLVMIR(*module, llvmContext, prefix);
-  if (!llvmModule)
-    return fail("translation to LLVM IR failed");
-  if (cuda) {
-    std::string streamError;
-    if (!useCallerStreams(*llvmModule, streamError))
-      return fail("launching on the caller's stream: " + streamError);
-  }
-
-  InitializeNativeTarget();
-  InitializeNativeTargetAsmPrinter();
-  Triple triple(sys::getDefaultTargetTriple());
   std::string error;
-  const Target *llvmTarget = TargetRegistry::lookupTarget(triple, error);
-  if (!llvmTarget)
+  std::unique_ptr<Module> module =
+      mlir::kpool::lowerKernels(context, llvmContext, spec, options, error);
+  if (!module)
     return fail(error);
-  std::string cpu = hostCPU;
-  std::string cpuFeatures;
-  if (cpu.empty() || cpu == "native") {
-    if (cuda && cpu.empty()) {
-      cpu = "x86-64";
-    } else {
-      cpu = sys::getHostCPUName().str();
-      SubtargetFeatures f;
-      for (auto &feature : sys::getHostCPUFeatures())
-        f.AddFeature(feature.first(), feature.second);
-      cpuFeatures = f.getString();
-    }
-  }
-  // Module constructors (the CUDA target loads its GPU modules in them) go
-  // to .init_array: lld keeps a legacy .ctors section apart, where glibc
-  // never runs it.
-  TargetOptions targetOptions;
-  targetOptions.UseInitArray = true;
-  std::unique_ptr<TargetMachine> machine(llvmTarget->createTargetMachine(
-      triple, cpu, cpuFeatures, targetOptions, Reloc::PIC_, std::nullopt,
-      CodeGenOptLevel::Aggressive));
-  llvmModule->setDataLayout(machine->createDataLayout());
-  llvmModule->setTargetTriple(triple);
-  if (Error err = mlir::makeOptimizingTransformer(3, 0, machine.get())(
-          llvmModule.get()))
-    return fail("optimizing the LLVM IR failed: " + toString(std::move(err)));
-
-  if (!outputLLVM.empty()) {
-    std::error_code ec;
-    raw_fd_ostream os(outputLLVM, ec);
-    if (ec)
-      return fail("cannot write " + outputLLVM + ": " + ec.message());
-    llvmModule->print(os, nullptr);
-  }
-  {
-    std::error_code ec;
-    ToolOutputFile out(outputObject, ec, sys::fs::OF_None);
-    if (ec)
-      return fail("cannot write " + outputObject + ": " + ec.message());
-    legacy::PassManager codegen;
-    if (machine->addPassesToEmitFile(codegen, out.os(), nullptr,
-                                     CodeGenFileType::ObjectFile))
-      return fail("the target cannot emit object files");
-    codegen.run(*llvmModule);
-    out.keep();
-  }
-  if (!outputHeader.empty()) {
-    std::error_code ec;
-    ToolOutputFile out(outputHeader, ec, sys::fs::OF_Text);
-    if (ec)
-      return fail("cannot write " + outputHeader + ": " + ec.message());
-    out.os() << header(prefix, typeEnum, cuda);
-    out.keep();
-  }
+  std::string object, ir;
+  if (failed(mlir::kpool::emitObject(*module, options, object, error,
+                                     outputLLVM.empty() ? nullptr : &ir)))
+    return fail(error);
+  if (!outputLLVM.empty() && !writeFile(outputLLVM, ir, true, error))
+    return fail(error);
+  if (!writeFile(outputObject, object, false, error))
+    return fail(error);
+  if (!outputHeader.empty() &&
+      !writeFile(outputHeader, header(prefix, typeEnum, cuda), true, error))
+    return fail(error);
   return 0;
 }

@@ -60,7 +60,9 @@ struct Operand {
   Role role;
   int rank;
   Kind kind;
-  /// "d0xd1x...": '?' any extent, 'D' head_dim, 'K' kpool or a number.
+  /// "d0xd1x...": 'D' head_dim, 'K' kpool, a number, '?' any extent, or a
+  /// letter naming an extent the op's operands share ("B+1": one more than
+  /// B; see KernelABI.def).
   const char *shape;
   /// Where the operand is in the kernel's argument struct (a KPoolView, or
   /// the scalar); -1 for the context operands, which are not in it.
@@ -333,6 +335,40 @@ constexpr bool shapesMatchRanks() {
 static_assert(shapesMatchRanks(),
               "KernelABI.def: an operand's shape does not have its rank, or "
               "a context operand is not the status word or the stream");
+/// Whether every dimension of a shape string is '?', a number, or one
+/// capital letter ('D' head_dim, 'K' kpool, or an extent the op's operands
+/// share), the letter optionally followed by "+1".
+constexpr bool dimsWellFormed(const char *shape) {
+  while (*shape) {
+    if (*shape == '?') {
+      ++shape;
+    } else if (*shape >= '0' && *shape <= '9') {
+      while (*shape >= '0' && *shape <= '9')
+        ++shape;
+    } else if (*shape >= 'A' && *shape <= 'Z') {
+      ++shape;
+      if (shape[0] == '+' && shape[1] == '1')
+        shape += 2;
+    } else {
+      return false;
+    }
+    if (*shape == 'x')
+      ++shape;
+    else if (*shape)
+      return false;
+  }
+  return true;
+}
+constexpr bool shapesWellFormed() {
+  for (const Kernel &k : kernels)
+    for (int i = 0; i < k.numOperands; ++i)
+      if (!dimsWellFormed(k.operands[i].shape))
+        return false;
+  return true;
+}
+static_assert(shapesWellFormed(),
+              "KernelABI.def: a dimension is not '?', a number, or a "
+              "capital letter (optionally +1)");
 /// Whether every kernel ends with its two context operands, the status
 /// word and the stream.
 constexpr bool contextLast() {

@@ -144,6 +144,25 @@ struct KPoolToNVVMPipelineOptions
       llvm::cl::desc("Occupancy hint for ptxas (nvvm.minctasm, PTX "
                      ".minnctapersm); 0 gives none"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> mapOtherOps{
+      *this, "map-other-ops",
+      llvm::cl::desc("Lower the function's other ops (linalg, tensor, "
+                     "memref, arith next to the kpool ops) to GPU kernels "
+                     "too: bufferization with deallocation, then, once "
+                     "kpool's kernels are mapped, upstream's "
+                     "convert-linalg-to-parallel-loops, kpool-device-"
+                     "buffers (the function's buffers in device memory), "
+                     "and upstream's scf-parallel-loop-tiling, "
+                     "gpu-map-parallel-loops and convert-parallel-loops-"
+                     "to-gpu (docs/embedding.md)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> singleGPUModule{
+      *this, "single-gpu-module",
+      llvm::cl::desc("Outline every kernel into one gpu.module, compiled "
+                     "(libdevice, PTX, ptxas) and loaded once rather than "
+                     "once per kernel; the kernels are the same (kpool-aot "
+                     "and the JIT use it)"),
+      llvm::cl::init(false)};
 };
 
 /// Bufferizes, lowers kpool to linalg, maps each op's parallel loop to a
@@ -186,6 +205,11 @@ std::string resolveCudaToolkitPath(StringRef option);
 /// place (the ring after seed_tail) returns a copy of it; input that
 /// allocates nothing can skip it and update in place with no copy.
 void buildBufferizationPipeline(OpPassManager &pm, bool deallocate = true);
+
+/// The start both pipelines share: kpool-fuse-step when `fuseStep`, then,
+/// when `bufferize`, buildBufferizationPipeline(pm, deallocate).
+void addFuseAndBufferize(OpPassManager &pm, bool fuseStep, bool bufferize,
+                         bool deallocate);
 
 /// Checks that `pm` can take the passes of the pipeline `pipeline`: they
 /// bufferize and convert whole modules, so `pm` must run on

@@ -1,25 +1,35 @@
-//===- Jit.h - kernels JIT-compiled for the host CPU ------------*- C++ -*-===//
+//===- Jit.h - kernels compiled at run time ---------------------*- C++ -*-===//
 //
-// The JIT layer (KPoolRuntimeJit): builds the kernel module
-// (kpool/Kernels/KernelModule.h), lowers it with kpool-lower-to-llvm and
-// compiles it with MLIR's ExecutionEngine for the host CPU. It plugs into
-// KernelSet::get through registerKernelCompiler.
+// The JIT layer (KPoolRuntimeJit): compiles a configuration's kernels with
+// the compiler kpool-aot uses (kpool/Kernels/KernelCompile.h) into an object
+// that the runtime core loads (kpool/Runtime/KernelObject.h), for the CPU
+// (this host's CPU and features) and for CUDA (the host code with PTX and a
+// cubin embedded). The shared runtime library loads it by itself
+// (libKPoolJit.so); a program that links KPoolRuntimeJit registers it with
+// registerJitCompiler().
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KPOOL_RUNTIME_JIT_H
 #define KPOOL_RUNTIME_JIT_H
 
+#include "kpool/Runtime/KernelObject.h"
 #include "kpool/Runtime/KernelSet.h"
 
 namespace kpool {
 
-/// JIT-compiles the kernels of `config` (CPU target) into `backend`.
+/// Compiles the kernels of `config` into `object` (the JIT's object
+/// compiler, for either target).
+Status compileKernelObject(const KernelConfig &config,
+                           const CompileOptions &options, KernelObject &object);
+
+/// Compiles and loads the kernels of `config` into `backend`, bypassing the
+/// kernel registry and the disk cache.
 Status compileJitKernels(const KernelConfig &config, KernelBackend &backend);
 
-/// Registers compileJitKernels as the CPU target's KernelCompiler, so that
-/// KernelSet::get JIT-compiles CPU configurations that have no precompiled
-/// kernels. Idempotent and thread-safe.
+/// Registers compileKernelObject as the object compiler of both targets, so
+/// that KernelSet::get compiles configurations that have no registered
+/// kernels (through the disk cache). Idempotent and thread-safe.
 void registerJitCompiler();
 
 } // namespace kpool

@@ -14,6 +14,13 @@
 // host code may call from any thread. The ABI (argument types and order) is
 // the one the MLIR 22 GPU lowering emits; see the declarations below.
 //
+// GPU images: kpool's compiler embeds a kpool/ABI/CudaImage.h image (a cubin
+// for one architecture, when ptxas was found, and the PTX); such a module
+// loads its cubin and, when the driver rejects it (another architecture, a
+// driver that runs PTX only), its PTX, which the driver JIT-compiles. Other
+// images (a plain cubin or fatbin from gpu-module-to-binary, or PTX through
+// mgpuModuleLoadJIT) load as they are.
+//
 // Modules load lazily. The lowered host code "loads" its GPU modules in
 // static constructors; here that only records the image, so nothing touches
 // CUDA before the first call that needs it (a process may fork first, and
@@ -31,12 +38,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kpool/ABI/CudaImage.h"
+
 #include <cuda.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -238,6 +248,9 @@ struct LazyModule {
   int optLevel;
   std::vector<std::pair<CUcontext, CUmodule>> loaded;
   std::vector<LazyFunction *> functions;
+  /// A CudaImage's cubin and PTX (copied, aligned); empty otherwise.
+  std::string cubin, ptx;
+  bool image = false;
 };
 struct LazyFunction {
   LazyModule *module;
@@ -250,11 +263,77 @@ std::vector<LazyModule *> &lazyModules() {
   return *modules;
 }
 
-LazyModule *lazyModule(const void *data, bool jit, int optLevel) {
-  auto *module = new LazyModule{data, jit, optLevel, {}, {}};
+bool readImage(LazyModule &module, const void *data, size_t size);
+
+/// A new module of `data` (`size` bytes, when known: a CudaImage is read
+/// then), recorded for kpoolCudaPrepare.
+LazyModule *lazyModule(const void *data, bool jit, int optLevel,
+                       size_t size = 0) {
+  auto *module = new LazyModule{data, jit, optLevel, {}, {}, {}, {}, false};
+  if (size)
+    readImage(*module, data, size);
   std::lock_guard<std::mutex> lock(moduleMutex);
   lazyModules().push_back(module);
   return module;
+}
+
+/// Reads a CudaImage of `size` bytes into `module`; false when `data` is
+/// not one (or is malformed: then it loads as a plain image and the driver
+/// judges it).
+bool readImage(LazyModule &module, const void *data, size_t size) {
+  KPoolCudaImageHeader header;
+  if (size < sizeof header)
+    return false;
+  std::memcpy(&header, data, sizeof header);
+  if (std::memcmp(header.magic, KPOOL_CUDA_IMAGE_MAGIC, 8) != 0 ||
+      header.version != KPOOL_CUDA_IMAGE_VERSION || header.count > 16 ||
+      sizeof header + header.count * sizeof(KPoolCudaImageEntry) > size)
+    return false;
+  const char *bytes = static_cast<const char *>(data);
+  for (uint32_t i = 0; i < header.count; ++i) {
+    KPoolCudaImageEntry entry;
+    std::memcpy(&entry, bytes + sizeof header + i * sizeof entry, sizeof entry);
+    if (entry.offset > size || entry.size > size - entry.offset)
+      return false;
+    std::string part(bytes + entry.offset, entry.size);
+    if (entry.kind == KPOOL_CUDA_IMAGE_CUBIN && module.cubin.empty())
+      module.cubin = std::move(part);
+    else if (entry.kind == KPOOL_CUDA_IMAGE_PTX && module.ptx.empty())
+      module.ptx = std::move(part);
+  }
+  if (module.ptx.empty() && module.cubin.empty())
+    return false;
+  if (!module.ptx.empty() && module.ptx.back() != '\0')
+    module.ptx.push_back('\0');
+  module.image = true;
+  return true;
+}
+
+/// Whether a failed load of a cubin means "not for this driver or device",
+/// so that its PTX may be tried.
+bool rejectsCubin(CUresult r) {
+  return r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
+         r == CUDA_ERROR_INVALID_SOURCE || r == CUDA_ERROR_NOT_SUPPORTED ||
+         r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+         r == CUDA_ERROR_INVALID_PTX ||
+         r == CUDA_ERROR_SHARED_OBJECT_INIT_FAILED;
+}
+
+/// Loads NUL-terminated `ptx` with the driver's JIT at `optLevel`, printing
+/// its error log on failure.
+CUresult loadPtx(CUmodule *module, const char *ptx, int optLevel) {
+  constexpr unsigned kLogSize = 8192;
+  static thread_local char errorLog[kLogSize];
+  errorLog[0] = '\0';
+  CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {reinterpret_cast<void *>(static_cast<intptr_t>(optLevel)),
+                    errorLog,
+                    reinterpret_cast<void *>(static_cast<uintptr_t>(kLogSize))};
+  CUresult r = cuModuleLoadDataEx(module, ptx, 3, options, values);
+  if (r != CUDA_SUCCESS && errorLog[0])
+    std::fprintf(stderr, "kpool_cuda_runtime: PTX JIT log:\n%s\n", errorLog);
+  return r;
 }
 
 /// The context a launch on `stream` runs in: the stream's, or for the NULL
@@ -282,28 +361,28 @@ CUmodule loadIn(LazyModule &module, CUcontext context, const char *entry,
   check(cuCtxPushCurrent(context), entry, "cuCtxPushCurrent", OnError::Abort);
   CUmodule loaded = nullptr;
   CUresult r;
-  if (!module.jit) {
+  const char *call = module.jit ? "cuModuleLoadDataEx" : "cuModuleLoadData";
+  if (module.image) {
+    // The cubin first; its PTX when the driver rejects the cubin.
+    r = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    call = "cuModuleLoadData (cubin)";
+    if (!module.cubin.empty())
+      r = cuModuleLoadData(&loaded, module.cubin.data());
+    if (r != CUDA_SUCCESS && rejectsCubin(r) && !module.ptx.empty()) {
+      r = loadPtx(&loaded, module.ptx.data(), 4);
+      call = "cuModuleLoadDataEx (PTX)";
+    }
+  } else if (!module.jit) {
     r = cuModuleLoadData(&loaded, module.data);
   } else {
-    constexpr unsigned kLogSize = 8192;
-    static thread_local char errorLog[kLogSize];
-    errorLog[0] = '\0';
-    CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL,
-                              CU_JIT_ERROR_LOG_BUFFER,
-                              CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-    void *values[] = {
-        reinterpret_cast<void *>(static_cast<intptr_t>(module.optLevel)),
-        errorLog, reinterpret_cast<void *>(static_cast<uintptr_t>(kLogSize))};
-    r = cuModuleLoadDataEx(&loaded, module.data, 3, options, values);
-    if (r != CUDA_SUCCESS && errorLog[0])
-      std::fprintf(stderr, "kpool_cuda_runtime: PTX JIT log:\n%s\n", errorLog);
+    r = loadPtx(&loaded, static_cast<const char *>(module.data),
+                module.optLevel);
   }
   CUcontext popped;
   cuCtxPopCurrent(&popped);
   if (result)
     *result = r;
-  if (!check(r, entry, module.jit ? "cuModuleLoadDataEx" : "cuModuleLoadData",
-             onError))
+  if (!check(r, entry, call, onError))
     return nullptr;
   module.loaded.emplace_back(context, loaded);
   return loaded;
@@ -351,11 +430,11 @@ KPOOL_CUDA_EXPORT void mgpuSetDefaultDevice(int32_t device) {
 // Modules and launches
 //===----------------------------------------------------------------------===//
 
-/// Records a cubin or fatbin image of `size` bytes (format bin or fatbin),
-/// to load on first use; touches no CUDA.
+/// Records a cubin, fatbin or kpool CudaImage of `size` bytes (format bin,
+/// fatbin, or kpool's ptx+cubin), to load on first use; touches no CUDA.
 KPOOL_CUDA_EXPORT CUmodule mgpuModuleLoad(void *data, size_t size) {
-  (void)size; // cubin and fatbin images carry their size.
-  return reinterpret_cast<CUmodule>(lazyModule(data, /*jit=*/false, 0));
+  // cubin and fatbin images carry their size; a CudaImage is read now.
+  return reinterpret_cast<CUmodule>(lazyModule(data, /*jit=*/false, 0, size));
 }
 
 /// Records a NUL-terminated PTX image (format isa), to JIT-compile at
@@ -424,6 +503,61 @@ KPOOL_CUDA_EXPORT void mgpuLaunchKernel(CUfunction function, intptr_t gridX,
   CUcontext popped;
   KPOOL_CUDA_REPORT(cuCtxPopCurrent(&popped));
 }
+
+} // extern "C"
+
+namespace {
+/// A kernel that records `value` in a status word the way kpool's kernels
+/// do: the word keeps the smallest nonzero value it is given.
+const char kRecordStatusPtx[] = R"(.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry kpool_record_status(.param .u64 word, .param .u64 value)
+{
+  .reg .pred %p<3>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [word];
+  ld.param.u64 %rd2, [value];
+  cvta.to.global.u64 %rd1, %rd1;
+  ld.volatile.global.u64 %rd3, [%rd1];
+$retry:
+  setp.ne.u64 %p1, %rd3, 0;
+  setp.le.u64 %p2, %rd3, %rd2;
+  and.pred %p1, %p1, %p2;
+  @%p1 bra $done;
+  atom.global.cas.b64 %rd4, [%rd1], %rd3, %rd2;
+  setp.ne.u64 %p1, %rd4, %rd3;
+  mov.u64 %rd3, %rd4;
+  @%p1 bra $retry;
+$done:
+  ret;
+}
+)";
+/// Registered when the library loads (no CUDA call), so that
+/// kpoolCudaPrepare loads it with the kernels' modules.
+LazyModule *const recorder =
+    lazyModule(kRecordStatusPtx, /*jit=*/true, /*optLevel=*/4);
+} // namespace
+
+extern "C" {
+/// Records `value` in the status word `word` (device memory; NULL: none),
+/// keeping the smallest nonzero value, in stream order on `stream`: how
+/// kpool-aot's CUDA entry points record a finding they make before
+/// launching anything (an operand's extent).
+KPOOL_CUDA_EXPORT void kpoolCudaRecordStatus(uint64_t *word, uint64_t value,
+                                             CUstream stream);
+}
+
+void kpoolCudaRecordStatus(uint64_t *word, uint64_t value, CUstream stream) {
+  if (!word || !value)
+    return;
+  CUfunction function = mgpuModuleGetFunction(
+      reinterpret_cast<CUmodule>(recorder), "kpool_record_status");
+  void *params[] = {&word, &value};
+  mgpuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr, 2);
+}
+
+extern "C" {
 
 /// Loads every recorded module in the context of `stream` (see the header
 /// comment); 0 or the CUresult of the first load that failed.

@@ -96,10 +96,7 @@ Status checkRing(const KernelConfig &c, Validator &v, const A &a,
                  bool check) {
   KPOOL_TRY(v.shape("tail", a.tail, {-1, 2, -1, c.headDim},
                     "max_slots x 2 x window x head_dim"));
-  if (a.tail.sizes[2] < c.kpool)
-    return v.error("the ring window of 'tail' (dimension 2) is " +
-                   std::to_string(a.tail.sizes[2]) +
-                   ", it must be at least kpool = " + std::to_string(c.kpool));
+  KPOOL_TRY(v.ringWindow(a.tail));
   KPOOL_TRY(v.shape("k", a.k, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.shape("gate", a.gate, {-1, c.headDim}, "tokens x head_dim"));
   KPOOL_TRY(v.sameExtent("k", a.k, "gate", a.gate, 0));

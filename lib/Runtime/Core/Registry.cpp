@@ -1,12 +1,16 @@
 //===- Registry.cpp - the registry and cache of kernel sets ---------------===//
 //
 // KernelSet::get: one kernel set per configuration for the life of the
-// process, from precompiled kernels registered for it or from the compiler
-// registered for its target.
+// process, from precompiled kernels registered for it (kpool-aot's
+// registration functions, kernel packs), else from the compiler registered
+// for its target, else from the disk cache and the JIT (libKPoolJit.so,
+// opened on demand; KernelObjects.h), else an error saying how to get it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kpool/Runtime/KernelSet.h"
+
+#include "KernelObjects.h"
 
 #include <map>
 #include <mutex>
@@ -76,29 +80,41 @@ const char *targetDisplayName(Target target) {
   return target == Target::CPU ? "CPU" : "CUDA";
 }
 
-/// Why `config` has no kernels, and how to get some.
-Status noKernels(const KernelConfig &config, bool compilerAllowed) {
-  std::string what = std::string("no precompiled kernels for ") +
+/// Why `config` has no kernels, and how to get some: `packs` says what
+/// failed to load among the packs the runtime looks for, `jit` why there
+/// was no compiler (empty when the caller asked for precompiled kernels).
+Status noKernels(const KernelConfig &config, bool compilerAllowed,
+                 const std::string &packs, const std::string &jit) {
+  std::string what = std::string("no kernels for ") +
                      elementTypeName(config.elementType) + ", head_dim " +
                      std::to_string(config.headDim) + ", kpool " +
-                     std::to_string(config.kpool) + " on the " +
-                     targetDisplayName(config.target) + " target";
+                     std::to_string(config.kpool);
   if (config.poolOffsetsOnly)
-    what = "no precompiled pool_offsets kernel for kpool " +
-           std::to_string(config.kpool) + " on the " +
-           targetDisplayName(config.target) + " target";
-  std::string how = config.target == Target::CUDA
-                        ? "build them with kpool-aot --target=cuda "
-                          "(kpool_add_aot_kernels) and call their "
-                          "registration function"
-                        : "build them with kpool-aot (kpool_add_aot_kernels) "
-                          "and call their registration function";
-  if (config.target == Target::CPU)
-    how += compilerAllowed ? ", or link KPoolRuntimeJit and call "
-                             "kpool::registerJitCompiler() to JIT them"
-                           : ", or use KernelSet::get with a registered "
-                             "compiler (kpool::registerJitCompiler())";
-  return Status::error(what + ": " + how);
+    what = "no pool_offsets kernel for kpool " + std::to_string(config.kpool);
+  bool cuda = config.target == Target::CUDA;
+  what +=
+      std::string(" on the ") + targetDisplayName(config.target) + " target";
+  std::string spec = std::string(elementTypeName(config.elementType)) + ":" +
+                     std::to_string(config.headDim) + ":" +
+                     std::to_string(config.kpool);
+  std::string why = ": none are registered (" + detail::loadedPacks() +
+                    (packs.empty() ? "" : "; " + packs) + ")";
+  if (compilerAllowed)
+    why += ", and no compiler is available (" + jit + ")";
+  std::string how =
+      "; build a kernel pack with `kpool-aot --pack --target=" +
+      std::string(cuda ? "cuda" : "cpu") + " --config=" + spec +
+      " -o pack.o` (kpool_add_kernel_pack in CMake) and load it "
+      "(kpoolLoadKernelPack, kpool.load_kernel_pack, "
+      "kpool::loadKernelPack, or $KPOOL_KERNEL_PACKS), or register "
+      "kpool-aot kernels (kpool_add_aot_kernels and their registration "
+      "function)";
+  how += compilerAllowed
+             ? ", or install the JIT: libKPoolJit.so next to the runtime "
+               "library, with LLVM/MLIR 22 (Debian: libmlir-22), or link "
+               "KPoolRuntimeJit and call kpool::registerJitCompiler()"
+             : ", or use KernelSet::get, which also JIT-compiles";
+  return Status::error(what + why + how);
 }
 
 } // namespace
@@ -183,13 +199,33 @@ std::shared_ptr<KernelSet> getOrCreate(const KernelConfig &config,
       compile = c->second;
     }
   }
-  if (!found && compile)
+  bool compiledHere = false;
+  if (!found && compile) {
     status = compile(config, backend);
-  else if (!found)
-    status = noKernels(config, useCompiler);
+    compiledHere = true;
+  } else if (!found) {
+    // Kernel packs next to the runtime, then the disk cache and the JIT.
+    std::string packs = detail::loadDefaultPacks(config.target);
+    {
+      std::lock_guard<std::mutex> lock(registryMutex());
+      if (auto it = precompiled().find(key); it != precompiled().end()) {
+        backend = it->second;
+        found = true;
+      } else if (config.poolOffsetsOnly) {
+        found = scanOf(config, backend);
+      }
+    }
+    std::string jit;
+    if (!found) {
+      if (useCompiler && detail::compileKernels(config, backend, status, jit))
+        compiledHere = true;
+      else
+        status = noKernels(config, useCompiler, packs, jit);
+    }
+  }
   if (!status.ok())
     return nullptr;
-  if (!found) {
+  if (compiledHere) {
     std::lock_guard<std::mutex> lock(registryMutex());
     compiled()[key] = backend;
   }

@@ -51,11 +51,16 @@ Status kpool::statusWordError(uint64_t word) {
         dim == status::kExtentRank ? name + " has the wrong rank (or is null)"
         : dim == status::kExtentData
             ? name + " has elements but no data pointer"
-            : name + "'s extent in dimension " + std::to_string(dim) +
+            : name + " dimension " + std::to_string(dim) +
                   " contradicts the op (the other operands' extents) or the "
                   "kernels' configuration (head_dim, kpool)";
-    return Status::error(what + " (found by the kernels; status word " + hex +
-                         ")");
+    // Recorded by the kernels' own checks (ExtentChecks: they then write
+    // only their outputs' defined values) or by kpool-aot's C entry points,
+    // which check every view before the launch (and then nothing runs).
+    return Status::error(what +
+                         " (found by the kernels or their entry point; "
+                         "status word " +
+                         hex + ")");
   }
   std::string where =
       finding == uint8_t(status::Finding::NumRequests)

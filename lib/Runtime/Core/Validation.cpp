@@ -9,6 +9,53 @@
 using namespace kpool;
 using namespace kpool::detail;
 
+/// The words of an expected extent that the kernels check too (their Extent
+/// finding, kpool/ABI/StatusWord.h), from the part of a shape check's
+/// description for that dimension ("head_dim", "batch + 1", ...); null for
+/// words that name no such extent.
+static const char *extentWords(const std::string &words) {
+  static const std::pair<const char *, const char *> known[] = {
+      {"head_dim", "head_dim"},
+      {"kpool", "kpool"},
+      {"2", "keys and gates"},
+      {"batch", "one per request"},
+      {"one per request", "one per request"},
+      {"batch + 1", "one more than cache_lengths"},
+      {"one more than cache_lengths", "one more than cache_lengths"}};
+  for (auto &[text, said] : known)
+    if (words == text)
+      return said;
+  return nullptr;
+}
+
+/// Part `index` of `what` split at " x " ("tokens x head_dim", 1:
+/// "head_dim").
+static std::string dimensionWords(const char *what, int64_t index) {
+  std::string text(what);
+  size_t begin = 0;
+  for (int64_t i = 0; i < index; ++i) {
+    size_t at = text.find(" x ", begin);
+    if (at == std::string::npos)
+      return "";
+    begin = at + 3;
+  }
+  size_t end = text.find(" x ", begin);
+  return text.substr(begin, end == std::string::npos ? std::string::npos
+                                                     : end - begin);
+}
+
+/// A run-time extent that contradicts the op, named as the kernels' Extent
+/// finding names it ("'k' dimension 1", kpool::statusWordError), with the
+/// values: "'k' dimension 1 is 8, expected 4 (head_dim)".
+static std::string extentMessage(const char *operand, int64_t dim,
+                                 int64_t actual, int64_t expected,
+                                 const char *words, bool atLeast = false) {
+  return "'" + std::string(operand) + "' dimension " + std::to_string(dim) +
+         " is " + std::to_string(actual) + ", expected " +
+         (atLeast ? "at least " : "") + std::to_string(expected) + " (" +
+         words + ")";
+}
+
 static std::string formatShape(const int64_t *sizes, int64_t rank) {
   std::ostringstream os;
   os << "[";
@@ -42,7 +89,19 @@ Status Validator::shapeError(const char *name, const View &view,
       return error("'" + std::string(name) + "' has no data pointer");
     return Status();
   }
-  // Only a failure pays for the message.
+  // Only a failure pays for the message. A wrong extent the kernels also
+  // check gets their Extent finding's words.
+  if (view.rank == rank) {
+    for (int64_t i = 0; i < rank; ++i) {
+      int64_t e = expected[i], size = view.sizes[i];
+      const char *words = nullptr;
+      if (e >= 0 && size >= 0 && size != e &&
+          (words = extentWords(dimensionWords(what, i))))
+        return error(extentMessage(name, i, size, e, words));
+      if (size < 0 || (e >= 0 && size != e))
+        break;
+    }
+  }
   std::ostringstream os;
   os << "'" << name << "' must have shape [";
   for (int64_t i = 0; i < rank; ++i)
@@ -60,18 +119,23 @@ Status Validator::tableShape(const char *name, const View &view,
                              const char *shape) {
   int64_t expected[KPOOL_MAX_RANK];
   size_t rank = 0;
+  // Each dimension: 'D', 'K', a number, or any extent ('?', or a letter
+  // naming an extent the op's operands share, which the op's own rules
+  // check).
   for (const char *c = shape; *c && rank < KPOOL_MAX_RANK; ++rank) {
-    if (*c == '?')
-      expected[rank] = -1, ++c;
-    else if (*c == 'D')
-      expected[rank] = geometry.headDim, ++c;
-    else if (*c == 'K')
-      expected[rank] = geometry.kpool, ++c;
-    else
-      for (expected[rank] = 0; *c >= '0' && *c <= '9'; ++c)
+    const char *end = c;
+    while (*end && *end != 'x')
+      ++end;
+    if (end - c == 1 && *c == 'D')
+      expected[rank] = geometry.headDim;
+    else if (end - c == 1 && *c == 'K')
+      expected[rank] = geometry.kpool;
+    else if (*c >= '0' && *c <= '9')
+      for (expected[rank] = 0; c != end; ++c)
         expected[rank] = expected[rank] * 10 + (*c - '0');
-    if (*c == 'x')
-      ++c;
+    else
+      expected[rank] = -1;
+    c = *end ? end + 1 : end;
   }
   if (shapeMatches(view, expected, rank))
     return Status();
@@ -94,9 +158,21 @@ Status Validator::sameExtent(const char *nameA, const View &a,
                              const char *nameB, const View &b, int dim) {
   if (a.sizes[dim] == b.sizes[dim])
     return Status();
+  // The kernels check gate's rows against k's (the only pair there is).
+  if (dim == 0 && b.sizes[dim] >= 0 && a.sizes[dim] >= 0)
+    return error(extentMessage(nameB, 0, b.sizes[dim], a.sizes[dim],
+                               ("the rows of '" + std::string(nameA) + "'")
+                                   .c_str()));
   return error("'" + std::string(nameB) + "' has " +
                std::to_string(b.sizes[dim]) + " rows, '" + nameA + "' has " +
                std::to_string(a.sizes[dim]));
+}
+
+Status Validator::ringWindow(const View &tail) {
+  if (tail.sizes[2] >= geometry.kpool)
+    return Status();
+  return error(extentMessage("tail", 2, tail.sizes[2], geometry.kpool,
+                             "kpool", /*atLeast=*/true));
 }
 
 Status Validator::length(const char *name, const View &view, int64_t length,
@@ -106,6 +182,9 @@ Status Validator::length(const char *name, const View &view, int64_t length,
       return error("'" + std::string(name) + "' has no data pointer");
     return Status();
   }
+  if (const char *words = extentWords(what);
+      words && view.rank == 1 && view.sizes[0] >= 0)
+    return error(extentMessage(name, 0, view.sizes[0], length, words));
   return error("'" + std::string(name) + "' must have " +
                std::to_string(length) + " entries (" + what + "), got " +
                (view.rank == 1 ? formatShape(view.sizes, 1)

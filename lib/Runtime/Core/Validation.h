@@ -97,8 +97,10 @@ public:
       return Status();
     return shapeError(name, view, expected.begin(), expected.size(), what);
   }
-  /// The shape a kernel ABI shape string gives (e.g. "?xD": '?' any extent,
-  /// 'D' head_dim, 'K' kpool, or a number; see KernelABI.def).
+  /// The shape a kernel ABI shape string gives (e.g. "TxD": 'D' head_dim,
+  /// 'K' kpool, a number, else any extent: '?', or a letter naming an
+  /// extent the op's operands share, which the op's rules check; see
+  /// KernelABI.def).
   Status tableShape(const char *name, const View &view, const char *shape);
   /// A 1-D per-request operand (cache_lengths): its length is the batch
   /// size, below 2^31. Sets `batch`.
@@ -110,6 +112,8 @@ public:
   Status length(const char *name, const View &view, int64_t length,
                 const char *what);
 
+  /// The ring window of `tail` (dimension 2) is at least kpool.
+  Status ringWindow(const View &tail);
   /// `num_requests` in [0, batch].
   Status numRequests(int32_t numRequests, int64_t batch);
   /// The per-request checks of `checks`, request by request in one pass:

@@ -1,152 +1,77 @@
-//===- JitCompiler.cpp - JIT-compiled kpool kernels -----------------------===//
+//===- JitCompiler.cpp - kpool kernels compiled at run time ---------------===//
 //
-// The CPU target's KernelCompiler: builds the kernel module
-// (kpool/Kernels/KernelModule.h), lowers it with kpool-lower-to-llvm and
-// compiles it with MLIR's ExecutionEngine for the host CPU.
+// The JIT's object compiler for both targets: the kernels of a
+// configuration through kpool/Kernels/KernelCompile.h -- the compiler and
+// options kpool-aot uses -- into a relocatable object for this host (CPU
+// kernels for its CPU and features; for CUDA, the host code with the PTX and
+// a cubin embedded), which the runtime core caches on disk and loads.
+// Nothing here touches the core's registries: this file is also the whole
+// of the JIT plugin, libKPoolJit.so (JitPlugin.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "kpool/Runtime/Jit.h"
 
-#include "kpool/InitAll.h"
-#include "kpool/Kernels/KernelModule.h"
-#include "kpool/Pipelines/Pipelines.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/IR/Diagnostics.h"
+#include "kpool/Kernels/KernelCompile.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
-
-#include <mutex>
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/Support/FileSystem.h"
 
 using namespace kpool;
 
 static mlir::DialectRegistry &registry() {
   static mlir::DialectRegistry *r = [] {
     auto *reg = new mlir::DialectRegistry();
-    mlir::registerAllDialects(*reg);
-    mlir::registerAllExtensions(*reg);
-    mlir::registerAllToLLVMIRTranslations(*reg);
-    mlir::kpool::registerAllDialects(*reg);
+    mlir::kpool::registerKernelCompileDialects(*reg);
     return reg;
   }();
   return *r;
 }
 
-namespace {
-/// What JIT-compiled kernels live in.
-struct JitState {
-  mlir::MLIRContext context{registry()};
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-};
-} // namespace
-
-Status kpool::compileJitKernels(const KernelConfig &config,
-                                KernelBackend &backend) {
-  if (config.target != Target::CPU)
-    return Status::error("the CUDA target is served by the ahead-of-time "
-                         "kernels (kpool-aot); the JIT runtime compiles for "
-                         "the CPU");
-  // The context outlives the engine's entry points: both are kept by the
-  // backend's owner.
-  auto state = std::make_shared<JitState>();
-  mlir::MLIRContext &context = state->context;
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << d << "\n";
-    return mlir::success();
-  });
-
-  bool offsetsOnly = config.poolOffsetsOnly;
-  std::string prefix =
-      offsetsOnly ? mlir::kpool::poolOffsetsPrefix(config.kpool)
-                  : mlir::kpool::kernelPrefix(config.elementType,
-                                              config.headDim, config.kpool) +
-                        mlir::kpool::cacheFormatPrefix(config.cache);
-  CacheFormat cache = offsetsOnly ? CacheFormat() : config.cache;
-  auto module = mlir::kpool::buildKernelModule(
-      context, config.elementType, offsetsOnly ? 1 : config.headDim,
-      config.kpool, prefix, offsetsOnly, cache);
-  mlir::PassManager pm(&context);
-  mlir::kpool::KPoolToLLVMPipelineOptions options;
-  options.bufferize = false;
+Status kpool::compileKernelObject(const KernelConfig &config,
+                                  const CompileOptions &compile,
+                                  KernelObject &object) {
+  bool cuda = config.target == Target::CUDA;
+  mlir::kpool::KernelModuleSpec spec;
+  spec.type = config.elementType;
+  spec.headDim = config.headDim;
+  spec.kpool = config.kpool;
+  spec.poolOffsetsOnly = config.poolOffsetsOnly;
+  spec.cache = config.cache;
+  mlir::kpool::KernelCompileOptions options;
+  options.cuda = cuda;
   options.openmp = config.openmp;
   options.vectorSize = config.vectorSize;
-  std::string pipelineError;
+  // The JIT's CUDA code is kpool-aot's default: sm_90, PTX 8.0, PTX and
+  // a cubin (where the toolkit has ptxas) with the fallback to the PTX.
+  options.cudaToolkit = compile.cudaToolkit;
+
+  // One context per compilation: configurations compile concurrently (the
+  // kernel set registry locks per configuration).
+  mlir::MLIRContext context(registry());
+  llvm::LLVMContext llvmContext;
+  std::string error;
+  std::unique_ptr<llvm::Module> module =
+      mlir::kpool::lowerKernels(context, llvmContext, spec, options, error);
+  if (!module)
+    return Status::error("JIT compilation failed: " + error);
+  KernelObject out;
   if (mlir::failed(
-          mlir::kpool::buildLowerToLLVMPipeline(pm, options, &pipelineError)))
-    return Status::error(pipelineError);
-  if (mlir::failed(pm.run(*module)))
-    return Status::error("lowering the kernels failed:\n" + diagnostics);
-
-  // Configurations compile concurrently (the cache locks per
-  // configuration); LLVM's target registration happens once.
-  static std::once_flag initialized;
-  std::call_once(initialized, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
-  // LLVM's optimizer gets the host's target machine, CPU name and features
-  // both (detectHost), the target the JIT's code generator compiles for:
-  // without one its cost models know no vector registers (nothing MLIR left
-  // scalar is vectorized or unrolled for the host). The CPU name alone is
-  // not enough: this VM reports znver4, which implies AVX-512 it does not
-  // have, and the optimizer then plans 512-bit loops for a code generator
-  // without them. The transformer runs inside ExecutionEngine::create.
-  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!machineBuilder)
-    return Status::error("JIT: no target machine for the host: " +
-                         llvm::toString(machineBuilder.takeError()));
-  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  auto machine = machineBuilder->createTargetMachine();
-  if (!machine)
-    return Status::error("JIT: no target machine for the host: " +
-                         llvm::toString(machine.takeError()));
-  mlir::ExecutionEngineOptions engineOptions;
-  auto transformer = mlir::makeOptimizingTransformer(
-      /*optLevel=*/3, /*sizeLevel=*/0, machine->get());
-  engineOptions.transformer = transformer;
-  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  engineOptions.enableGDBNotificationListener = false;
-  engineOptions.enablePerfNotificationListener = false;
-  llvm::SmallVector<llvm::StringRef> libs;
-  if (config.openmp)
-    libs.push_back(KPOOL_LIBOMP_PATH);
-  engineOptions.sharedLibPaths = libs;
-  auto created = mlir::ExecutionEngine::create(*module, engineOptions);
-  if (!created)
-    return Status::error(
-        "JIT compilation failed: " + llvm::toString(created.takeError()) +
-        "\n" + diagnostics);
-  state->engine = std::move(*created);
-  mlir::ExecutionEngine &engine = *state->engine;
-
-  for (const abi::Kernel &kernel : abi::kernels) {
-    if (!mlir::kpool::hasKernel(kernel.id, offsetsOnly, cache))
-      continue;
-    std::string name = mlir::kpool::kernelFunctionName(prefix, kernel.id);
-    auto symbol = engine.lookup("_mlir_ciface_" + name);
-    if (!symbol)
-      return Status::error("kernel '" + name + "' not found: " +
-                           llvm::toString(symbol.takeError()));
-    backend.setEntry(kernel.id, *symbol);
+          mlir::kpool::emitObject(*module, options, out.object, error)))
+    return Status::error("JIT compilation failed: " + error);
+  for (auto &[id, symbol] : mlir::kpool::kernelEntryPoints(spec, options))
+    out.entries.push_back({abi::kernel(id).name, symbol});
+  if (cuda) {
+    bool ptxas = !compile.cudaToolkit.empty() &&
+                 llvm::sys::fs::can_execute(compile.cudaToolkit + "/bin/ptxas");
+    out.description = "kpool-lower-to-nvvm " + options.chip + " " +
+                      options.features + ", " +
+                      (ptxas ? "PTX and cubin" : "PTX only (no ptxas)");
+  } else {
+    out.description =
+        "kpool-lower-to-llvm for " + mlir::kpool::describeHostCPU(options);
   }
-  backend.owner = std::move(state);
+  object = std::move(out);
   return Status();
-}
-
-void kpool::registerJitCompiler() {
-  static std::once_flag registered;
-  std::call_once(registered, [] {
-    registerKernelCompiler(Target::CPU, compileJitKernels);
-  });
 }

@@ -13,8 +13,10 @@
 //   CHECK-DAG:   %[[IRO:.*]] = builtin.unrealized_conversion_cast %[[IRO_U]] : memref<?xui32> to memref<?xi32>
 //   CHECK-DAG:   %[[PRO:.*]] = builtin.unrealized_conversion_cast %[[PRO_U]] : memref<?xui32> to memref<?xi32>
 //   CHECK-DAG:   %[[C:.*]] = builtin.unrealized_conversion_cast %[[C_U]] : memref<?xui32> to memref<?xi32>
-// All extents are static: no guard, no stride versioning.
-//   CHECK-NOT:   scf.if
+// head_dim and ape are static; gate's rows and the metadata lengths are
+// checked at run time (one branch around the op, nothing to write when they
+// contradict it without a status word); no stride versioning.
+//       CHECK:   scf.if
 //   CHECK-NOT:   memref.extract_strided_metadata
 //       CHECK:   %[[ROWS:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x128xbf16>
 //       CHECK:   scf.parallel (%[[R:.*]]) = (%{{.*}}) to (%[[ROWS]]) step (%{{.*}}) {

@@ -1,8 +1,11 @@
 // RUN: kpool-opt %s -convert-kpool-to-linalg -split-input-file | FileCheck %s
 
 // Guards and layout versioning of convert-kpool-to-linalg:
-// - an operand whose dynamic extent disagrees with head_dim/kpool makes the
-//   op a no-op: the lowering sits under one scf.if on the extent checks;
+// - an operand whose dynamic extent disagrees with head_dim/kpool (or with
+//   another operand: gate's rows and k's, the metadata lengths) makes the op
+//   a no-op: the lowering sits under one scf.if on the extent checks, in
+//   host validation's order; past it, the operands are cast to the static
+//   extents the op fixes;
 // - an operand with a dynamic innermost stride gets a unit-stride version
 //   (memref.extract_strided_metadata, scf.if, memref.cast to a layout with
 //   innermost stride 1) next to the general one.
@@ -15,15 +18,24 @@
 //   CHECK-DAG:   %[[C1:.*]] = arith.constant 1 : index
 //       CHECK:   %[[KD:.*]] = memref.dim %[[K]], %[[C1]]
 //       CHECK:   %[[OK0:.*]] = arith.cmpi eq, %[[KD]], %[[C128]] : index
-//       CHECK:   %[[AK:.*]] = memref.dim %[[APE]], %[[C0]]
-//       CHECK:   %[[OK1:.*]] = arith.cmpi eq, %[[AK]], %[[C4]] : index
+//       CHECK:   %[[GR:.*]] = memref.dim %[[G]], %[[C0]]
+//       CHECK:   %[[KR:.*]] = memref.dim %[[K]], %[[C0]]
+//       CHECK:   %[[OK1:.*]] = arith.cmpi eq, %[[GR]], %[[KR]] : index
 //       CHECK:   arith.andi %[[OK0]], %[[OK1]] : i1
+//       CHECK:   %[[AK:.*]] = memref.dim %[[APE]], %[[C0]]
+//       CHECK:   arith.cmpi eq, %[[AK]], %[[C4]] : index
 //       CHECK:   %[[AD:.*]] = memref.dim %[[APE]], %[[C1]]
 //       CHECK:   arith.cmpi eq, %[[AD]], %[[C128]] : index
 //       CHECK:   %[[OD:.*]] = memref.dim %[[OUT]], %[[C1]]
 //       CHECK:   arith.cmpi eq, %[[OD]], %[[C128]] : index
+// The offsets are one longer than cache_lengths.
+//       CHECK:   arith.addi %{{.*}}, %[[C1]] : index
+//       CHECK:   arith.addi %{{.*}}, %[[C1]] : index
 //       CHECK:   %[[OK:.*]] = arith.andi
 //  CHECK-NEXT:   scf.if %[[OK]] {
+//   CHECK-DAG:     memref.cast %[[K]] : memref<?x?xbf16> to memref<?x128xbf16>
+//   CHECK-DAG:     memref.cast %[[APE]] : memref<?x?xf32> to memref<4x128xf32>
+//   CHECK-DAG:     memref.cast %[[OUT]] : memref<?x?xbf16> to memref<?x128xbf16>
 //   CHECK-NOT:     memref.extract_strided_metadata
 //       CHECK:     scf.parallel
 //       CHECK:       linalg.generic
@@ -58,9 +70,14 @@ func.func @compress_dynamic_extents(%k: memref<?x?xbf16>,
 //       CHECK:   arith.andi
 //       CHECK:   %[[D2:.*]] = memref.dim %[[TAIL]], %[[C2]]
 //       CHECK:   arith.cmpi sge, %[[D2]], %[[C3]] : index
+// gate's rows, input_row_offsets' and slot_idx's lengths.
+//       CHECK:   arith.cmpi eq, %{{.*}}, %{{.*}} : index
+//       CHECK:   arith.cmpi eq, %{{.*}}, %{{.*}} : index
+//       CHECK:   arith.cmpi eq, %{{.*}}, %{{.*}} : index
 //       CHECK:   %[[OK:.*]] = arith.andi
 //  CHECK-NEXT:   scf.if %[[OK]] {
-//       CHECK:     %[[R:.*]] = memref.dim %[[TAIL]], %[[C2]]
+//       CHECK:     %[[RT:.*]] = memref.cast %[[TAIL]] : memref<?x?x?x?xf16> to memref<?x2x?x16xf16>
+//       CHECK:     %[[R:.*]] = memref.dim %[[RT]], %[[C2]]
 //       CHECK:     %[[W:.*]] = arith.index_castui %[[R]] : index to i64
 //       CHECK:     scf.parallel
 //       CHECK:       arith.subi %{{.*}}, %[[W]] : i64
@@ -89,7 +106,8 @@ func.func @seed_tail_dynamic_ring(%tail: memref<?x?x?x?xf16>,
 // CHECK-LABEL: func @compress_unit_stride_versioning
 //  CHECK-SAME:   (%[[K:[^:]+]]: memref<?x128xbf16, strided<[?, ?], offset: ?>>, %[[G:[^:]+]]: memref<?x128xbf16, strided<[?, ?], offset: ?>>, %[[APE:[^:]+]]: memref<4x128xf32>, %{{[^:]+}}: memref<?xui32>, %{{[^:]+}}: memref<?xui32>, %{{[^:]+}}: memref<?xui32>, %[[OUT:[^:]+]]: memref<?x128xbf16, strided<[?, ?], offset: ?>>)
 //   CHECK-DAG:   %[[C1:.*]] = arith.constant 1 : index
-//   CHECK-NOT:   scf.if
+// The extent guard (gate's rows, the metadata lengths) comes first.
+//       CHECK:   scf.if
 //       CHECK:   %{{.*}}, %{{.*}}, %{{.*}}:2, %[[KS:.*]]:2 = memref.extract_strided_metadata %[[K]]
 //       CHECK:   %[[KU:.*]] = arith.cmpi eq, %[[KS]]#1, %[[C1]] : index
 //       CHECK:   %{{.*}}, %{{.*}}, %{{.*}}:2, %[[GS:.*]]:2 = memref.extract_strided_metadata %[[G]]
@@ -147,15 +165,18 @@ func.func @compress_unit_stride_versioning(
 //  CHECK-NEXT:   arith.andi
 //  CHECK-NEXT:   %[[D2:.*]] = memref.dim %[[TAIL]], %[[C2]] :
 //  CHECK-NEXT:   arith.cmpi sge, %[[D2]], %[[C4]] : index
-//  CHECK-NEXT:   %[[OK:.*]] = arith.andi
+// gate's rows, the metadata lengths, the outputs' rows (the batch).
+//  CHECK-COUNT-5: arith.cmpi eq, %{{.*}}, %{{.*}} : index
+//       CHECK:   %[[OK:.*]] = arith.andi
 //  CHECK-NEXT:   scf.if %[[OK]] {
-//       CHECK:     %{{.*}}, %{{.*}}, %{{.*}}:4, %[[TS:.*]]:4 = memref.extract_strided_metadata %[[TAIL]]
+//       CHECK:     %[[RT:.*]] = memref.cast %[[TAIL]] : {{.*}} to memref<?x2x?x128xbf16, strided<[?, ?, ?, ?], offset: ?>>
+//       CHECK:     %{{.*}}, %{{.*}}, %{{.*}}:4, %[[TS:.*]]:4 = memref.extract_strided_metadata %[[RT]]
 //       CHECK:     arith.cmpi eq, %[[TS]]#3
 //       CHECK:     %{{.*}}, %{{.*}}, %{{.*}}:2, %[[KS:.*]]:2 = memref.extract_strided_metadata %[[K]]
 //       CHECK:     arith.cmpi eq, %[[KS]]#1
 //  CHECK-NEXT:     %[[UNIT:.*]] = arith.andi
 //  CHECK-NEXT:     scf.if %[[UNIT]] {
-//       CHECK:       memref.cast %[[TAIL]] : {{.*}} to memref<?x?x?x?xbf16, strided<[?, ?, ?, 1], offset: ?>>
+//       CHECK:       memref.cast %[[RT]] : {{.*}} to memref<?x2x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>
 //       CHECK:       scf.parallel
 //       CHECK:         linalg.generic
 //       CHECK:         linalg.fill

@@ -11,7 +11,9 @@
 //  CHECK-SAME:   (%[[TAIL:[^:]+]]: memref<6x2x4x128xbf16, strided<[2048, 512, 128, 1]>>, %[[K:[^:]+]]: memref<?x128xbf16>, %[[G:[^:]+]]: memref<?x128xbf16>, %[[APE:[^:]+]]: memref<4x128xf32>, %{{[^:]+}}: memref<?xui32>, %{{[^:]+}}: memref<?xui32>, %{{[^:]+}}: memref<?xui32>, %[[N:[^:]+]]: i32, %[[OUT:[^:]+]]: memref<?x128xbf16>, %[[CLOSED:[^:]+]]: memref<?xi32>)
 //   CHECK-DAG:   %[[MINUS1:.*]] = arith.constant -1 : i32
 //   CHECK-DAG:   %[[ZERO:.*]] = arith.constant 0.000000e+00 : bf16
-//   CHECK-NOT:   scf.if
+// gate's rows, the metadata lengths and the outputs' rows are checked at
+// run time.
+//       CHECK:   scf.if
 // num_requests is sign-extended and clamped to [0, B].
 //       CHECK:   %[[N64:.*]] = arith.extsi %[[N]] : i32 to i64
 //       CHECK:   arith.maxsi %[[N64]]

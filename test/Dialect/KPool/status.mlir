@@ -44,9 +44,12 @@ func.func @tensors(%k: tensor<?x8xf32>, %ape: tensor<2x8xf32>,
 // kernel records into it: one atomic per place that checks (ring_close and
 // seed_tail: num_requests and the request; pool_offsets and compress: the
 // request), each only reached when a check failed and the word has an
-// element. Fused into one kpool.step with that status word.
+// element, and one more per op in the kernel that runs when an extent
+// contradicts the op (the Extent finding; k's and gate's rows and the
+// metadata lengths are dynamic here). Fused into one kpool.step with that
+// status word.
 // LOWER-LABEL: func.func @step_ops
-// LOWER-COUNT-6: memref.generic_atomic_rmw %{{.*}}[%{{.*}}] : memref<?xi64>
+// LOWER-COUNT-10: memref.generic_atomic_rmw %{{.*}}[%{{.*}}] : memref<?xi64>
 // LOWER-NOT:   memref.generic_atomic_rmw
 // LOWER:       return
 // GPU-LABEL:   func.func @step_ops

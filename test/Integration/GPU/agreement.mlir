@@ -13,7 +13,7 @@
 //    scalar channel paths and the non-unit-stride kernels; closed pool ids,
 //    pool offsets and the ring are as the spec says.
 // 2. With approximate-exp the kernels do the arithmetic the mapped IR does
-//    on the CPU (test/Dialect/KPool/map-to-gpu-emulate-agreement.test runs the
+//    on the CPU (test/Conversion/KPoolToGPU/map-to-gpu-emulate-agreement.test runs the
 //    same IR through sequential loops): the pools must be the same bits.
 // 3. With libdevice's exp (the default) the pools must match the CPU
 //    pipeline's within a few bf16 units in the last place (the spec's

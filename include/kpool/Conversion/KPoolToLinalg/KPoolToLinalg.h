@@ -3,12 +3,18 @@
 #ifndef KPOOL_CONVERSION_KPOOLTOLINALG_KPOOLTOLINALG_H
 #define KPOOL_CONVERSION_KPOOLTOLINALG_KPOOLTOLINALG_H
 
+#include "mlir/Pass/Pass.h"
+
 #include <cstdint>
 
 namespace mlir {
 class RewritePatternSet;
 
 namespace kpool {
+
+#define GEN_PASS_DECL_CONVERTKPOOLTOLINALGPASS
+#include "kpool/Conversion/Passes.h.inc"
+
 /// The CPU-oriented choices of the lowering (the options of
 /// `convert-kpool-to-linalg`; the defaults suit every backend).
 struct KPoolToLinalgOptions {

@@ -73,6 +73,14 @@ CONFIGS = {
     "f32-element-hadamard": ("f32", 16, 3, 2, "element", "hadamard", None),
     "f32-element-none": ("f32", 16, 3, 2, "element", "none", None),
     "guard": ("bf16", 128, 4, 4, "fp8", "hadamard", "absmax"),
+    # The smallest geometries (layout-sweep.test): head_dim 1 and 2, kpool
+    # 1 (ring window 1), page_size 1 and 2.
+    "d1-k1-bf16-fp8-hadamard-absmax": ("bf16", 1, 1, 2, "fp8", "hadamard",
+                                       "absmax"),
+    "d1-k1-f32-element-none": ("f32", 1, 1, 1, "element", "none", None),
+    "d2-k1-f16-fp8-none-pow2": ("f16", 2, 1, 2, "fp8", "none", "pow2"),
+    "d2-k1-bf16-element-hadamard": ("bf16", 2, 1, 1, "element", "hadamard",
+                                    None),
 }
 
 MLIR_TYPE = {"bf16": "bf16", "f16": "f16", "f32": "f32"}
@@ -96,8 +104,10 @@ class Config:
         self.fp8 = self.entry == "fp8"
         self.ebytes = 1 if self.fp8 else ESIZE[self.t]
         entry_bytes = self.p * self.d * self.ebytes
-        self.scales_at = entry_bytes  # within a page (FP8)
-        self.page_stride = entry_bytes + (4 * self.p if self.fp8 else 0) + \
+        # Within a page (FP8), at a whole f32 (a multiple of 4 bytes already
+        # unless head_dim * page_size is not).
+        self.scales_at = -(-entry_bytes // 4) * 4
+        self.page_stride = self.scales_at + (4 * self.p if self.fp8 else 0) + \
             PAGE_PAD
         total = HEADER + N_PAGES * self.page_stride
         self.total = -(-total // 32) * 32  # printed in 32-byte chunks
@@ -108,6 +118,9 @@ class Config:
         self.pools = [2 * p - 1, 2 * p + 1, p + 2]
         self.lengths = [self.pools[0] * k + k - 1, self.pools[1] * k + 1,
                         self.pools[2] * k + 2]
+        # The schedules need a few tokens per request (only the smallest
+        # geometries, page_size 1 with kpool 1, have fewer).
+        self.lengths = [max(n, 7) for n in self.lengths]
 
 
 def inputs(seed, cfg):
@@ -136,8 +149,8 @@ def schedules(cfg):
     k = cfg.k
     pre = [n - 3 for n in cfg.lengths]
 
-    def inside(x):  # a cut inside a pool
-        return x if x % k else x + 1
+    def inside(x):  # a cut inside a pool (with kpool 1 every cut is)
+        return x if k == 1 or x % k else x + 1
 
     cuts = []
     for r, n in enumerate(pre):
@@ -546,8 +559,8 @@ def locate(cfg, offset):
         row, rest = divmod(within, cfg.d * cfg.ebytes)
         return page, row, f"channel {rest // cfg.ebytes}" + (
             f" byte {rest % cfg.ebytes}" if cfg.ebytes > 1 else "")
-    if cfg.fp8 and within < entry_bytes_ + 4 * cfg.p:
-        row, byte = divmod(within - entry_bytes_, 4)
+    if cfg.fp8 and cfg.scales_at <= within < cfg.scales_at + 4 * cfg.p:
+        row, byte = divmod(within - cfg.scales_at, 4)
         return page, row, f"scale byte {byte}"
     return page, None, "page padding"
 

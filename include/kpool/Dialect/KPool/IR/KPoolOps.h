@@ -12,6 +12,38 @@
 
 #include "kpool/Dialect/KPool/IR/KPoolEnums.h.inc"
 
+namespace mlir::kpool {
+/// The memory effects of a kernel op `op`: it reads every memref operand
+/// but the `outs` it overwrites whole (readsInit), and writes its memref
+/// `outs`.
+void getKernelOpEffects(
+    Operation *op,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects);
+
+/// What every kernel op (compress, seed_tail, ring_close, pool_offsets,
+/// step) shares: its MemoryEffectOpInterface and, for its
+/// DestinationStyleOpInterface, the range of its `outs`.
+template <typename ConcreteType>
+class KernelOpTrait : public OpTrait::TraitBase<ConcreteType, KernelOpTrait> {
+public:
+  void getEffects(
+      SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+          &effects) {
+    getKernelOpEffects(this->getOperation(), effects);
+  }
+
+  /// The operands from `first` to the last one: the op's `outs`, whose
+  /// first operand is `first` (the optional cache outputs and the status
+  /// word come after the required `outs`).
+  MutableOperandRange getInitsFrom(OpOperand &first) {
+    Operation *op = this->getOperation();
+    unsigned begin = first.getOperandNumber();
+    return MutableOperandRange(op, begin, op->getNumOperands() - begin);
+  }
+};
+} // namespace mlir::kpool
+
 #define GET_OP_CLASSES
 #include "kpool/Dialect/KPool/IR/KPoolOps.h.inc"
 

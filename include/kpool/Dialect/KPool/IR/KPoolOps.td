@@ -18,17 +18,33 @@ def KPool_TensorOrMemRef : AnyTypeOf<[AnyRankedTensor, AnyStridedMemRef],
 /// with a message that names the attribute).
 defvar KPool_GeometryArgs = (ins I64Attr:$kpool, I64Attr:$head_dim);
 
+/// The C++ half of every kernel op (kpool/Dialect/KPool/IR/KPoolOps.h): its
+/// memory effects, which follow from its `outs` (kpool::readsInit), and the
+/// operand range of its `outs`.
+def KPool_KernelOpTrait : NativeOpTrait<"KernelOpTrait"> {
+  let cppNamespace = "::mlir::kpool";
+}
+
 /// The ops' assembly uses three custom directives (KPoolOps.cpp), so that a
 /// parse error names what is missing: `custom<IntegerClause>` is
 /// `keyword(<integer>)`, `custom<ValueClause>` is `keyword(%value)` and
 /// `custom<OperandGroup>` is `ins(...)`/`outs(...)`, `keyword(%a, %b : type,
 /// type)`, given the operands' names in order for its messages, e.g.
 /// "expected 6 operands in 'ins' (k, gate, ...), got 5".
-class KPool_Op<string mnemonic, list<Trait> traits = []>
+///
+/// A kernel op: destination style, its `outs` the operand `firstInit` (the
+/// accessor's name, e.g. "Pooled") and every operand after it (the optional
+/// pool-cache outputs and status word included).
+class KPool_Op<string mnemonic, string firstInit, list<Trait> traits = []>
     : Op<KPool_Dialect, mnemonic, !listconcat(traits, [
-        DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
-        DestinationStyleOpInterface])> {
+        MemoryEffectsOpInterface, DestinationStyleOpInterface,
+        KPool_KernelOpTrait])> {
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getInitsFrom(get}] # firstInit # [{Mutable());
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -114,7 +130,7 @@ defvar KPool_StatusDescription = [{
 // compress
 //===----------------------------------------------------------------------===//
 
-def KPool_CompressOp : KPool_Op<"compress", [AttrSizedOperandSegments]> {
+def KPool_CompressOp : KPool_Op<"compress", "Pooled", [AttrSizedOperandSegments]> {
   let summary = "builds every pool made only of this call's tokens";
   let description = !strconcat([{
     For each request `b`, with `s = input_row_offsets[b]`,
@@ -179,21 +195,13 @@ def KPool_CompressOp : KPool_Op<"compress", [AttrSizedOperandSegments]> {
       build($_builder, $_state, results, kpool, head_dim, k, gate, ape, input_row_offsets, pool_row_offsets, cache_lengths, /*block_table=*/::mlir::Value(), pooled, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*status=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
     }]>
   ];
-  let extraClassDeclaration = [{
-    ::mlir::MutableOperandRange getDpsInitsMutable() {
-      unsigned first = getPooledMutable().getOperandNumber();
-      return ::mlir::MutableOperandRange(getOperation(), first,
-                                         getOperation()->getNumOperands() -
-                                             first);
-    }
-  }];
 }
 
 //===----------------------------------------------------------------------===//
 // seed_tail
 //===----------------------------------------------------------------------===//
 
-def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
+def KPool_SeedTailOp : KPool_Op<"seed_tail", "Tail"> {
   let summary = "stashes the trailing members of each open pool in the tail ring";
   let description = !strconcat([{
     The ring holds each request's last `R` positions, `R >= kpool` being the
@@ -260,21 +268,13 @@ def KPool_SeedTailOp : KPool_Op<"seed_tail"> {
       build($_builder, $_state, results, kpool, head_dim, k, gate, input_row_offsets, cache_lengths, slot_idx, num_requests, tail, /*status=*/::mlir::Value());
     }]>
   ];
-  let extraClassDeclaration = [{
-    ::mlir::MutableOperandRange getDpsInitsMutable() {
-      unsigned first = getTailMutable().getOperandNumber();
-      return ::mlir::MutableOperandRange(getOperation(), first,
-                                         getOperation()->getNumOperands() -
-                                             first);
-    }
-  }];
 }
 
 //===----------------------------------------------------------------------===//
 // ring_close
 //===----------------------------------------------------------------------===//
 
-def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
+def KPool_RingCloseOp : KPool_Op<"ring_close", "Pooled", [AttrSizedOperandSegments]> {
   let summary = "closes each request's pool that the tail ring holds open";
   let description = !strconcat([{
     For each request `b < num_requests` (clamped to `[0, B]`), with
@@ -352,21 +352,13 @@ def KPool_RingCloseOp : KPool_Op<"ring_close", [AttrSizedOperandSegments]> {
       build($_builder, $_state, results, kpool, head_dim, tail, k, gate, ape, input_row_offsets, cache_lengths, slot_idx, num_requests, /*block_table=*/::mlir::Value(), pooled, closed_pool, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*status=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
     }]>
   ];
-  let extraClassDeclaration = [{
-    ::mlir::MutableOperandRange getDpsInitsMutable() {
-      unsigned first = getPooledMutable().getOperandNumber();
-      return ::mlir::MutableOperandRange(getOperation(), first,
-                                         getOperation()->getNumOperands() -
-                                             first);
-    }
-  }];
 }
 
 //===----------------------------------------------------------------------===//
 // pool_offsets
 //===----------------------------------------------------------------------===//
 
-def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets"> {
+def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets", "PoolRowOffsets"> {
   let summary = "exclusive prefix sum of each request's full-pool count";
   let description = !strconcat([{
     Computes the `pool_row_offsets` operand of `kpool.compress`:
@@ -414,21 +406,13 @@ def KPool_PoolOffsetsOp : KPool_Op<"pool_offsets"> {
       build($_builder, $_state, results, kpool, input_row_offsets, cache_lengths, pool_row_offsets, /*status=*/::mlir::Value());
     }]>
   ];
-  let extraClassDeclaration = [{
-    ::mlir::MutableOperandRange getDpsInitsMutable() {
-      unsigned first = getPoolRowOffsetsMutable().getOperandNumber();
-      return ::mlir::MutableOperandRange(getOperation(), first,
-                                         getOperation()->getNumOperands() -
-                                             first);
-    }
-  }];
 }
 
 //===----------------------------------------------------------------------===//
 // step
 //===----------------------------------------------------------------------===//
 
-def KPool_StepOp : KPool_Op<"step", [AttrSizedOperandSegments]> {
+def KPool_StepOp : KPool_Op<"step", "Closed", [AttrSizedOperandSegments]> {
   let summary = "one serving step: ring_close, pool_offsets, compress and "
                 "seed_tail in one op";
   let description = !strconcat([{
@@ -536,14 +520,6 @@ def KPool_StepOp : KPool_Op<"step", [AttrSizedOperandSegments]> {
       build($_builder, $_state, results, kpool, head_dim, k, gate, ape, input_row_offsets, cache_lengths, slot_idx, num_requests, /*block_table=*/::mlir::Value(), closed, closed_pool, pool_row_offsets, pooled, tail, /*cache_keys=*/::mlir::Value(), /*cache_scales=*/::mlir::Value(), /*status=*/::mlir::Value(), /*rotate=*/nullptr, /*scale=*/nullptr);
     }]>
   ];
-  let extraClassDeclaration = [{
-    ::mlir::MutableOperandRange getDpsInitsMutable() {
-      unsigned first = getClosedMutable().getOperandNumber();
-      return ::mlir::MutableOperandRange(getOperation(), first,
-                                         getOperation()->getNumOperands() -
-                                             first);
-    }
-  }];
 }
 
 //===----------------------------------------------------------------------===//
