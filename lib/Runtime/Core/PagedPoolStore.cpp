@@ -201,15 +201,8 @@ Status PagedPoolStore::step(const View &k, const View &gate,
                             const std::vector<uint32_t> &iro,
                             const std::vector<uint32_t> &slots,
                             std::vector<ProducedPool> *produced) {
-  std::lock_guard<std::mutex> lock(impl->core.mutex);
-  if (impl->core.closed)
-    return impl->core.closedError("step");
-  try {
-    return impl->step(k, gate, iro, slots, produced);
-  } catch (const std::bad_alloc &) {
-  } catch (const std::length_error &) {
-  }
-  return Status::error("step: out of memory");
+  return impl->core.locked(
+      "step", [&] { return impl->step(k, gate, iro, slots, produced); });
 }
 
 Status PagedPoolStoreImpl::step(const View &k, const View &gate,
@@ -293,15 +286,8 @@ Status PagedPoolStoreImpl::step(const View &k, const View &gate,
 }
 
 Status PagedPoolStore::accept(uint32_t slot, int64_t accepted) {
-  std::lock_guard<std::mutex> lock(impl->core.mutex);
-  StoreCore &core = impl->core;
-  if (core.closed)
-    return core.closedError("accept");
-  int64_t length;
-  if (Status s = core.ledger.checkAccept(slot, accepted, length); !s.ok())
-    return s;
-  core.ledger.commitAccept(slot, length);
-  return Status();
+  return impl->core.locked(
+      "accept", [&] { return impl->core.acceptSlot(slot, accepted); });
 }
 
 Status PagedPoolStore::release(uint32_t slot) {
@@ -374,14 +360,8 @@ Status PagedPoolStore::entry(uint32_t slot, int64_t pool, void *values,
 }
 
 Status PagedPoolStore::slotInfo(uint32_t slot, SlotInfo &info) const {
-  std::lock_guard<std::mutex> lock(impl->core.mutex);
-  const StoreCore &core = impl->core;
-  if (core.closed)
-    return core.closedError("slot_info");
-  if (Status s = core.ledger.checkSlot("slot_info", slot); !s.ok())
-    return s;
-  info = core.ledger.info(slot);
-  return Status();
+  return impl->core.locked("slot_info",
+                           [&] { return impl->core.slotInfo(slot, info); });
 }
 
 uint8_t *PagedPoolStore::buffer() const {

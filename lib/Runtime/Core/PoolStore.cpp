@@ -64,15 +64,8 @@ Status PoolStore::step(const View &k, const View &gate,
                        const std::vector<uint32_t> &iro,
                        const std::vector<uint32_t> &slots,
                        std::vector<ProducedPool> *produced) {
-  std::lock_guard<std::mutex> lock(impl->core.mutex);
-  if (impl->core.closed)
-    return impl->core.closedError("step");
-  try {
-    return impl->step(k, gate, iro, slots, produced);
-  } catch (const std::bad_alloc &) {
-  } catch (const std::length_error &) {
-  }
-  return Status::error("step: out of memory");
+  return impl->core.locked(
+      "step", [&] { return impl->step(k, gate, iro, slots, produced); });
 }
 
 Status PoolStoreImpl::step(const View &k, const View &gate,
@@ -123,17 +116,14 @@ Status PoolStoreImpl::step(const View &k, const View &gate,
 }
 
 Status PoolStore::accept(uint32_t slot, int64_t accepted) {
-  std::lock_guard<std::mutex> lock(impl->core.mutex);
-  StoreCore &core = impl->core;
-  if (core.closed)
-    return core.closedError("accept");
-  int64_t length;
-  if (Status s = core.ledger.checkAccept(slot, accepted, length); !s.ok())
-    return s;
-  core.ledger.commitAccept(slot, length);
-  // Shrinking never allocates.
-  impl->store[slot].resize(core.ledger.pools(slot) * core.rowBytes);
-  return Status();
+  return impl->core.locked("accept", [&] {
+    StoreCore &core = impl->core;
+    if (Status s = core.acceptSlot(slot, accepted); !s.ok())
+      return s;
+    // Shrinking never allocates.
+    impl->store[slot].resize(core.ledger.pools(slot) * core.rowBytes);
+    return Status();
+  });
 }
 
 Status PoolStore::reset(uint32_t slot) {
@@ -204,14 +194,8 @@ Status PoolStore::copyPools(uint32_t slot, int64_t first, int64_t count,
 }
 
 Status PoolStore::slotInfo(uint32_t slot, SlotInfo &info) const {
-  std::lock_guard<std::mutex> lock(impl->core.mutex);
-  const StoreCore &core = impl->core;
-  if (core.closed)
-    return core.closedError("slot_info");
-  if (Status s = core.ledger.checkSlot("slot_info", slot); !s.ok())
-    return s;
-  info = core.ledger.info(slot);
-  return Status();
+  return impl->core.locked("slot_info",
+                           [&] { return impl->core.slotInfo(slot, info); });
 }
 
 View PoolStore::ring() const {

@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,39 @@ public:
 
   Status closedError(const char *op) const {
     return Status::error(std::string(op) + ": the store is closed");
+  }
+
+  /// Runs `body` (a store method's work) under the store's lock: on a
+  /// closed store the closed error instead, and an allocation that fails
+  /// inside it as "<op>: out of memory" (the bodies allocate before they
+  /// change anything).
+  template <typename Body> Status locked(const char *op, Body &&body) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (closed)
+      return closedError(op);
+    try {
+      return body();
+    } catch (const std::bad_alloc &) {
+    } catch (const std::length_error &) {
+    }
+    return Status::error(std::string(op) + ": out of memory");
+  }
+
+  /// accept's check and commit on the ledger (both stores); the caller
+  /// holds the lock.
+  Status acceptSlot(uint32_t slot, int64_t accepted) {
+    int64_t length;
+    if (Status s = ledger.checkAccept(slot, accepted, length); !s.ok())
+      return s;
+    ledger.commitAccept(slot, length);
+    return Status();
+  }
+  /// slot_info (both stores); the caller holds the lock.
+  Status slotInfo(uint32_t slot, SlotInfo &info) const {
+    if (Status s = ledger.checkSlot("slot_info", slot); !s.ok())
+      return s;
+    info = ledger.info(slot);
+    return Status();
   }
 
   /// The ring as the kernels take it; no data once released.
